@@ -1,0 +1,123 @@
+package model
+
+import "github.com/pinstore/pinstore/idcodec"
+
+// Mapping names one of the one-way, ordered lists between objects. A
+// mapping row lives on the shard of its from id. A mapping with an inverse
+// is written forward first, then inverse; the forward side is the source of
+// truth that repair restores the inverse to.
+type Mapping uint8
+
+// The mappings. Their values index fixed tables; never reorder them.
+const (
+	UserBoards Mapping = iota + 1
+	BoardPins
+	UserPins
+	UserFollowing
+	UserFollowers
+	UserLikes
+	PinLikers
+	PinComments
+)
+
+type mappingInfo struct {
+	table    string
+	from, to idcodec.Type
+	inverse  Mapping
+	forward  bool // the side written first and trusted by repair
+}
+
+var mappings = [...]mappingInfo{
+	UserBoards:    {"user_boards", idcodec.TypeUser, idcodec.TypeBoard, 0, true},
+	BoardPins:     {"board_pins", idcodec.TypeBoard, idcodec.TypePin, 0, true},
+	UserPins:      {"user_pins", idcodec.TypeUser, idcodec.TypePin, 0, true},
+	UserFollowing: {"user_following", idcodec.TypeUser, idcodec.TypeUser, UserFollowers, true},
+	UserFollowers: {"user_followers", idcodec.TypeUser, idcodec.TypeUser, UserFollowing, false},
+	UserLikes:     {"user_likes", idcodec.TypeUser, idcodec.TypePin, PinLikers, true},
+	PinLikers:     {"pin_likers", idcodec.TypePin, idcodec.TypeUser, UserLikes, false},
+	PinComments:   {"pin_comments", idcodec.TypePin, idcodec.TypeComment, 0, true},
+}
+
+// Mappings lists every mapping, in table order.
+func Mappings() []Mapping {
+	return []Mapping{UserBoards, BoardPins, UserPins, UserFollowing, UserFollowers, UserLikes, PinLikers, PinComments}
+}
+
+// Valid reports whether m is a known mapping.
+func (m Mapping) Valid() bool { return m >= UserBoards && m <= PinComments }
+
+// Table is the mapping's table name in every shard.
+func (m Mapping) Table() string { return mappings[m].table }
+
+// String is the mapping's name, the same as its table.
+func (m Mapping) String() string {
+	if !m.Valid() {
+		return "mapping(?)"
+	}
+	return mappings[m].table
+}
+
+// From and To are the object types the mapping links.
+func (m Mapping) From() idcodec.Type { return mappings[m].from }
+func (m Mapping) To() idcodec.Type   { return mappings[m].to }
+
+// Inverse returns the inverse mapping and whether there is one.
+func (m Mapping) Inverse() (Mapping, bool) { return mappings[m].inverse, mappings[m].inverse != 0 }
+
+// Forward reports whether m is the side written first (and trusted by
+// repair) of an inverse pair; mappings without an inverse are forward.
+func (m Mapping) Forward() bool { return mappings[m].forward }
+
+// Page asks for one page of a list. Cursor and Offset are exclusive; Limit
+// is 1..MaxLimit (0 means DefaultLimit). Desc lists newest (highest
+// sequence) first.
+type Page struct {
+	Limit  int
+	Cursor string
+	Offset int
+	Desc   bool
+}
+
+// List limits.
+const (
+	DefaultLimit = 25
+	MaxLimit     = 250
+	MaxOffset    = 1_000_000
+)
+
+// Normalize applies the default limit and checks the bounds.
+func (p *Page) Normalize() error {
+	if p.Limit == 0 {
+		p.Limit = DefaultLimit
+	}
+	if p.Limit < 1 || p.Limit > MaxLimit {
+		return Errorf(EInvalid, "limit must be between 1 and %d", MaxLimit)
+	}
+	if p.Offset < 0 || p.Offset > MaxOffset {
+		return Errorf(EInvalid, "offset must be between 0 and %d", MaxOffset)
+	}
+	if p.Offset > 0 && p.Cursor != "" {
+		return Errorf(EInvalid, "give either cursor or offset, not both")
+	}
+	return nil
+}
+
+// Entry is one row of a mapping list.
+type Entry struct {
+	To       uint64
+	Sequence int64
+}
+
+// List is one page of a mapping. NextCursor is empty on the last page.
+type List struct {
+	Entries    []Entry
+	NextCursor string
+	Count      int64 // the list's length (Store.List fills it; the feed has none)
+}
+
+// Health is one dependency's state as readiness checks report it.
+type Health struct {
+	Name  string `json:"name"`            // "mysql:<host name>" or "redis"
+	OK    bool   `json:"ok"`              // it answered in time
+	Error string `json:"error,omitempty"` // safe to show: no DSN, no password
+}
