@@ -1,0 +1,168 @@
+package store
+
+import (
+	"context"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+)
+
+// Delete soft-deletes the object (active: false in its document, version
+// +1) and takes it out of every list:
+//   - a pin leaves its board's and owner's lists in the same shard
+//     transaction, then every liker's likes;
+//   - a board leaves its owner's list, and its pins are deleted with it in
+//     the same transaction;
+//   - a comment leaves its pin's list;
+//   - a user leaves every follow list, both ways, and their likes go; their
+//     boards (and pins) are deleted.
+//
+// Cross-shard removals run after the object's own transaction has
+// committed; lists also skip objects that are no longer live, so a crash
+// between the two never shows a deleted object.
+func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64) error {
+	const op = "store.Delete"
+	sh, local, err := s.resolve(op, id, typ)
+	if err != nil {
+		return err
+	}
+	var pins []uint64 // pins deleted whose likes must go
+	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+		d, err := s.markDeleted(ctx, tx, op, sh, typ, local, ifVersion)
+		if err != nil {
+			return err
+		}
+		switch d := d.(type) {
+		case *model.PinDoc:
+			pins = append(pins, id)
+			return unlistPin(ctx, tx, sh, uint64(d.BoardID), uint64(d.OwnerID), id)
+		case *model.BoardDoc:
+			if _, err := removeEdge(ctx, tx, sh, model.UserBoards, uint64(d.OwnerID), id); err != nil {
+				return err
+			}
+			pins, err = s.deleteBoardPins(ctx, tx, op, sh, id, uint64(d.OwnerID))
+			return err
+		case *model.CommentDoc:
+			_, err := removeEdge(ctx, tx, sh, model.PinComments, uint64(d.PinID), id)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(pins) > 0 {
+		s.owners.forget(ctx, pins...)
+	}
+	for _, pin := range pins {
+		if err := s.drain(ctx, op, model.PinLikers, pin, model.UserLikes, true); err != nil {
+			return err
+		}
+	}
+	if typ == idcodec.TypeUser {
+		return s.deleteUserLinks(ctx, op, id)
+	}
+	return nil
+}
+
+func unlistPin(ctx context.Context, tx *sqlx.Tx, sh shard, board, owner, pin uint64) error {
+	if _, err := removeEdge(ctx, tx, sh, model.BoardPins, board, pin); err != nil {
+		return err
+	}
+	_, err := removeEdge(ctx, tx, sh, model.UserPins, owner, pin)
+	return err
+}
+
+// deleteBoardPins soft-deletes every pin of a board inside the board's
+// delete transaction (board, pins and both their lists share one shard).
+func (s *Store) deleteBoardPins(ctx context.Context, tx *sqlx.Tx, op string, sh shard, board, owner uint64) ([]uint64, error) {
+	entries, err := scanEntries(ctx, tx, "SELECT to_id, sequence FROM "+sh.db+".board_pins WHERE from_id = ?", board)
+	if err != nil {
+		return nil, err
+	}
+	pins := make([]uint64, 0, len(entries))
+	for _, e := range entries {
+		if _, err := s.markDeleted(ctx, tx, op, sh, idcodec.TypePin, idcodec.LocalOf(e.To), 0); err != nil && !model.IsCode(err, model.ENotFound) {
+			return nil, err
+		}
+		if err := unlistPin(ctx, tx, sh, board, owner, e.To); err != nil {
+			return nil, err
+		}
+		pins = append(pins, e.To)
+	}
+	return pins, nil
+}
+
+// drain removes every pair of obj's list m (with its other side), in pages.
+// reverse says obj's list is the inverse side (e.g. pin_likers), so each
+// pair is removed as fwd(to → obj).
+func (s *Store) drain(ctx context.Context, op string, m model.Mapping, obj uint64, fwd model.Mapping, reverse bool) error {
+	for {
+		l, err := s.listRaw(ctx, op, m, obj, 500)
+		if err != nil || len(l) == 0 {
+			return err
+		}
+		for _, e := range l {
+			f, t := obj, e.To
+			if reverse {
+				f, t = e.To, obj
+			}
+			if err := s.removePair(ctx, op, fwd, f, t); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// listRaw reads the first n entries of a list without checking that its
+// owner is live (it is used while deleting it).
+func (s *Store) listRaw(ctx context.Context, op string, m model.Mapping, from uint64, n int) ([]model.Entry, error) {
+	sh, _, err := s.resolve(op, from, m.From())
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	q, args := pageQuery(sh, m, from, model.Page{Limit: n - 1}, nil)
+	e, err := scanEntries(ctx, sh.host.db, q, args...)
+	return e, classify(op, sh.host, err)
+}
+
+func (s *Store) deleteUserLinks(ctx context.Context, op string, user uint64) error {
+	steps := []struct {
+		m       model.Mapping
+		fwd     model.Mapping
+		reverse bool
+	}{
+		{model.UserFollowing, model.UserFollowing, false},
+		{model.UserFollowers, model.UserFollowing, true},
+		{model.UserLikes, model.UserLikes, false},
+	}
+	for _, st := range steps {
+		if err := s.drain(ctx, op, st.m, user, st.fwd, st.reverse); err != nil {
+			return err
+		}
+	}
+	for {
+		boards, err := s.listRaw(ctx, op, model.UserBoards, user, 100)
+		if err != nil || len(boards) == 0 {
+			return err
+		}
+		for _, b := range boards {
+			err := s.Delete(ctx, b.To, idcodec.TypeBoard, 0)
+			if model.IsCode(err, model.ENotFound) {
+				// Already deleted but still listed: take it off the list.
+				sh, _, _ := s.resolve(op, user, idcodec.TypeUser)
+				err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+					_, err := removeEdge(ctx, tx, sh, model.UserBoards, user, b.To)
+					return err
+				})
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+}

@@ -1,0 +1,583 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+)
+
+// addEdge inserts from→to into m's table on sh and, when the row is new,
+// bumps the list's count in the same transaction. Re-adding is a no-op.
+func addEdge(ctx context.Context, x sqlx.ExecerContext, sh shard, m model.Mapping, from, to uint64, seq int64) (bool, error) {
+	res, err := x.ExecContext(ctx, "INSERT IGNORE INTO "+sh.db+"."+m.Table()+" (from_id, to_id, sequence) VALUES (?, ?, ?)", from, to, seq)
+	if err != nil {
+		return false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return false, err
+	}
+	_, err = x.ExecContext(ctx, "INSERT INTO "+sh.db+".mapping_counts (from_id, mapping, n) VALUES (?, ?, 1) ON DUPLICATE KEY UPDATE n = n + 1", from, uint8(m))
+	return err == nil, err
+}
+
+// removeEdge deletes from→to from m's table on sh and, when a row went,
+// lowers the count in the same transaction.
+func removeEdge(ctx context.Context, x sqlx.ExecerContext, sh shard, m model.Mapping, from, to uint64) (bool, error) {
+	res, err := x.ExecContext(ctx, "DELETE FROM "+sh.db+"."+m.Table()+" WHERE from_id = ? AND to_id = ?", from, to)
+	if err != nil {
+		return false, err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return false, err
+	}
+	_, err = x.ExecContext(ctx, "UPDATE "+sh.db+".mapping_counts SET n = n - 1 WHERE from_id = ? AND mapping = ?", from, uint8(m))
+	return err == nil, err
+}
+
+// pairRoute validates a mapping call: m must be known and, for writes, be
+// one that clients may write (an inverse pair); from and to must be of
+// m's types. The pair is returned forward side first.
+func (s *Store) pairRoute(op string, m model.Mapping, from, to uint64) (fwd model.Mapping, f, t uint64, err error) {
+	if !m.Valid() {
+		return 0, 0, 0, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
+	}
+	inv, ok := m.Inverse()
+	if !ok {
+		return 0, 0, 0, model.Wrap(op, model.EInvalid, m.String()+" is kept by creating and deleting objects", nil)
+	}
+	if _, _, err := s.resolve(op, from, m.From()); err != nil {
+		return 0, 0, 0, err
+	}
+	if _, _, err := s.resolve(op, to, m.To()); err != nil {
+		return 0, 0, 0, err
+	}
+	if m.Forward() {
+		return m, from, to, nil
+	}
+	return inv, to, from, nil
+}
+
+// AddMapping adds from→to and its inverse: forward side first, each side
+// in its own shard transaction, each idempotent. ENotFound when either
+// object is not live.
+func (s *Store) AddMapping(ctx context.Context, m model.Mapping, from, to uint64) error {
+	const op = "store.AddMapping"
+	fwd, f, t, err := s.pairRoute(op, m, from, to)
+	if err != nil {
+		return err
+	}
+	if fwd.From() == fwd.To() && f == t {
+		return model.Wrap(op, model.EInvalid, "an object cannot be linked to itself", nil)
+	}
+	if _, err := s.Get(ctx, t, fwd.To()); err != nil {
+		return err
+	}
+	fsh, fLocal, _ := s.resolve(op, f, fwd.From())
+	seq := now().UnixMilli()
+	err = s.inTx(ctx, op, fsh, func(tx *sqlx.Tx) error {
+		if _, _, err := readLive(ctx, tx, op, fsh, fwd.From(), fLocal, " LOCK IN SHARE MODE"); err != nil {
+			return err
+		}
+		_, err := addEdge(ctx, tx, fsh, fwd, f, t, seq)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	inv, _ := fwd.Inverse()
+	tsh, _, _ := s.resolve(op, t, inv.From())
+	return s.inTx(ctx, op, tsh, func(tx *sqlx.Tx) error {
+		_, err := addEdge(ctx, tx, tsh, inv, t, f, seq)
+		return err
+	})
+}
+
+// RemoveMapping removes from→to and its inverse, forward side first.
+// Removing an absent pair is a no-op. The objects need not be live.
+func (s *Store) RemoveMapping(ctx context.Context, m model.Mapping, from, to uint64) error {
+	const op = "store.RemoveMapping"
+	fwd, f, t, err := s.pairRoute(op, m, from, to)
+	if err != nil {
+		return err
+	}
+	return s.removePair(ctx, op, fwd, f, t)
+}
+
+func (s *Store) removePair(ctx context.Context, op string, fwd model.Mapping, f, t uint64) error {
+	inv, _ := fwd.Inverse()
+	for _, side := range []struct {
+		m        model.Mapping
+		from, to uint64
+	}{{fwd, f, t}, {inv, t, f}} {
+		sh, _, err := s.resolve(op, side.from, side.m.From())
+		if err != nil {
+			return err
+		}
+		if err := s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+			_, err := removeEdge(ctx, tx, sh, side.m, side.from, side.to)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// List returns one page of from's list in m, ordered by (sequence, to_id),
+// highest first when p.Desc. With a cursor the page is a keyset range scan
+// (constant cost at any depth); with an offset it skips p.Offset entries.
+// NextCursor continues after the page's last entry and is empty on the
+// last page. ENotFound when from is not a live object of m's from type.
+func (s *Store) List(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error) {
+	const op = "store.List"
+	if !m.Valid() {
+		return model.List{}, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
+	}
+	if err := p.Normalize(); err != nil {
+		return model.List{}, err
+	}
+	sh, local, err := s.resolve(op, from, m.From())
+	if err != nil {
+		return model.List{}, err
+	}
+	var pos *cursorPos
+	if p.Cursor != "" {
+		c, err := s.cursor.decode(p.Cursor, uint8(m), from, p.Desc)
+		if err != nil {
+			return model.List{}, err
+		}
+		pos = &c
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	// One statement checks that the list's owner is live and reads the
+	// list's length; a second reads the page.
+	var doc []byte
+	var n int64
+	err = sh.host.db.QueryRowContext(ctx, "SELECT o.doc, COALESCE((SELECT c.n FROM "+sh.db+".mapping_counts c WHERE c.from_id = ? AND c.mapping = ?), 0) FROM "+
+		sh.db+"."+objectTables[m.From()]+" o WHERE o.local_id = ?", from, uint8(m), local).Scan(&doc, &n)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && !model.ActiveOf(doc) {
+		return model.List{}, notFound(op, m.From())
+	}
+	if err != nil {
+		return model.List{}, classify(op, sh.host, err)
+	}
+	q, args := pageQuery(sh, m, from, p, pos)
+	entries, err := scanEntries(ctx, sh.host.db, q, args...)
+	if err != nil {
+		return model.List{}, classify(op, sh.host, err)
+	}
+	l := s.page(entries, p, uint8(m), from)
+	l.Count = n
+	return l, nil
+}
+
+// page trims a limit+1 result to the page and makes the next cursor.
+func (s *Store) page(entries []model.Entry, p model.Page, kind uint8, from uint64) model.List {
+	l := model.List{Entries: entries}
+	if len(entries) > p.Limit {
+		l.Entries = entries[:p.Limit]
+		last := l.Entries[p.Limit-1]
+		l.NextCursor = s.cursor.encode(cursorPos{kind: kind, desc: p.Desc, from: from, seq: last.Sequence, to: last.To})
+	}
+	return l
+}
+
+// pageQuery builds the statement for one page of limit+1 entries.
+func pageQuery(sh shard, m model.Mapping, from uint64, p model.Page, pos *cursorPos) (string, []any) {
+	var b strings.Builder
+	b.WriteString("SELECT to_id, sequence FROM ")
+	b.WriteString(sh.db)
+	b.WriteByte('.')
+	b.WriteString(m.Table())
+	b.WriteString(" WHERE from_id = ?")
+	args := []any{from}
+	if pos != nil {
+		if p.Desc {
+			b.WriteString(" AND sequence <= ? AND (sequence < ? OR to_id < ?)")
+		} else {
+			b.WriteString(" AND sequence >= ? AND (sequence > ? OR to_id > ?)")
+		}
+		args = append(args, pos.seq, pos.seq, pos.to)
+	}
+	if p.Desc {
+		b.WriteString(" ORDER BY sequence DESC, to_id DESC LIMIT ?")
+	} else {
+		b.WriteString(" ORDER BY sequence, to_id LIMIT ?")
+	}
+	args = append(args, p.Limit+1)
+	if p.Offset > 0 {
+		b.WriteString(" OFFSET ?")
+		args = append(args, p.Offset)
+	}
+	return b.String(), args
+}
+
+func scanEntries(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) ([]model.Entry, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []model.Entry
+	for rows.Next() {
+		var e model.Entry
+		if err := rows.Scan(&e.To, &e.Sequence); err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Count returns the length of from's list in m, kept by every add and
+// remove in the same transaction, so it never scans.
+func (s *Store) Count(ctx context.Context, m model.Mapping, from uint64) (int64, error) {
+	const op = "store.Count"
+	if !m.Valid() {
+		return 0, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
+	}
+	sh, _, err := s.resolve(op, from, m.From())
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	var n int64
+	err = sh.host.db.QueryRowContext(ctx, "SELECT n FROM "+sh.db+".mapping_counts WHERE from_id = ? AND mapping = ?", from, uint8(m)).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return n, classify(op, sh.host, err)
+}
+
+// Move puts item just before (before != 0) or just after (after != 0) an
+// anchor entry of from's list, in newest-first display order, by giving
+// item a sequence between the anchor and its neighbour. When the two are
+// adjacent, the entries on the far side are shifted down by two to make
+// room; the relative order of every other entry is kept. Only lists
+// without an inverse (a board's pins) can be ordered by hand.
+func (s *Store) Move(ctx context.Context, m model.Mapping, from, item, before, after uint64) error {
+	const op = "store.Move"
+	if !m.Valid() {
+		return model.Wrap(op, model.EInvalid, "unknown mapping", nil)
+	}
+	if _, ok := m.Inverse(); ok {
+		return model.Wrap(op, model.EInvalid, m.String()+" cannot be ordered by hand", nil)
+	}
+	if (before == 0) == (after == 0) {
+		return model.Wrap(op, model.EInvalid, "give exactly one of before and after", nil)
+	}
+	anchor := before + after
+	if anchor == item {
+		return model.Wrap(op, model.EInvalid, "an entry cannot be moved next to itself", nil)
+	}
+	sh, _, err := s.resolve(op, from, m.From())
+	if err != nil {
+		return err
+	}
+	for _, id := range []uint64{item, anchor} {
+		if _, _, err := s.resolve(op, id, m.To()); err != nil {
+			return err
+		}
+	}
+	tbl := sh.db + "." + m.Table()
+	return s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+		// Lock both rows in one statement, in key order, so concurrent
+		// moves on one list queue instead of deadlocking.
+		locked, err := scanEntries(ctx, tx, "SELECT to_id, sequence FROM "+tbl+" WHERE from_id = ? AND to_id IN (?, ?) ORDER BY to_id FOR UPDATE", from, item, anchor)
+		if err != nil {
+			return err
+		}
+		var a *model.Entry
+		found := 0
+		for i := range locked {
+			found++
+			if locked[i].To == anchor {
+				a = &locked[i]
+			}
+		}
+		if found != 2 || a == nil {
+			return model.Wrap(op, model.ENotFound, "not in this list", nil)
+		}
+		neighbour := func(x *model.Entry, up bool) (*model.Entry, error) {
+			q := " AND sequence >= ? AND (sequence > ? OR to_id > ?) ORDER BY sequence, to_id"
+			if !up {
+				q = " AND sequence <= ? AND (sequence < ? OR to_id < ?) ORDER BY sequence DESC, to_id DESC"
+			}
+			var e model.Entry
+			err := tx.QueryRowxContext(ctx, "SELECT to_id, sequence FROM "+tbl+" WHERE from_id = ? AND to_id <> ?"+q+" LIMIT 1 FOR UPDATE",
+				from, item, x.Sequence, x.Sequence, x.To).Scan(&e.To, &e.Sequence)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil, nil
+			}
+			return &e, err
+		}
+		// Display order is newest first, so "before" is above the anchor in
+		// (sequence, to_id) order.
+		lo, hi := a, (*model.Entry)(nil)
+		if before != 0 {
+			hi, err = neighbour(a, true)
+		} else {
+			hi, lo = a, nil
+			lo, err = neighbour(a, false)
+		}
+		if err != nil {
+			return err
+		}
+		var seq int64
+		switch {
+		case hi == nil:
+			seq = lo.Sequence + 1
+		case lo == nil:
+			seq = hi.Sequence - 1
+		case hi.Sequence-lo.Sequence >= 2:
+			seq = lo.Sequence + (hi.Sequence-lo.Sequence)/2
+		default:
+			if _, err := tx.ExecContext(ctx, "UPDATE "+tbl+" SET sequence = sequence - 2 WHERE from_id = ? AND to_id <> ? AND (sequence < ? OR (sequence = ? AND to_id <= ?))",
+				from, item, lo.Sequence, lo.Sequence, lo.To); err != nil {
+				return err
+			}
+			seq = lo.Sequence - 1
+		}
+		_, err = tx.ExecContext(ctx, "UPDATE "+tbl+" SET sequence = ? WHERE from_id = ? AND to_id = ?", seq, from, item)
+		return err
+	})
+}
+
+// byHost groups ids by the host of their shard, then by shard.
+type hostBatch struct {
+	host   *host
+	shards map[int][]uint64 // shard → ids, in first-seen order
+	order  []int
+}
+
+func (s *Store) groupByHost(op string, ids []uint64, typ idcodec.Type) (map[*host]*hostBatch, error) {
+	t := s.topo.Load()
+	out := map[*host]*hostBatch{}
+	for _, id := range ids {
+		sh, err := t.route(int(idcodec.ShardOf(id)))
+		if err != nil {
+			return nil, model.Wrap(op, model.EInvalid, model.ErrorMessage(err), nil)
+		}
+		b := out[sh.host]
+		if b == nil {
+			b = &hostBatch{host: sh.host, shards: map[int][]uint64{}}
+			out[sh.host] = b
+		}
+		if _, ok := b.shards[sh.n]; !ok {
+			b.order = append(b.order, sh.n)
+		}
+		b.shards[sh.n] = append(b.shards[sh.n], id)
+	}
+	return out, nil
+}
+
+// eachHost runs fn for every batch concurrently and returns the first error.
+func eachHost(groups map[*host]*hostBatch, fn func(b *hostBatch) error) error {
+	if len(groups) == 1 {
+		for _, b := range groups {
+			return fn(b)
+		}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for _, b := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := fn(b); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// MaxGetMany bounds one multi-get.
+const MaxGetMany = 1000
+
+// GetMany returns the live objects among ids, in request order; unknown,
+// deleted or wrong-type ids are left out. It sends one statement per host:
+// a UNION ALL of one primary-key IN (…) select per shard database.
+func (s *Store) GetMany(ctx context.Context, ids []uint64, typ idcodec.Type) ([]model.Object, error) {
+	const op = "store.GetMany"
+	if len(ids) > MaxGetMany {
+		return nil, model.Wrap(op, model.EInvalid, "too many ids", nil)
+	}
+	want := make([]uint64, 0, len(ids))
+	for _, id := range ids {
+		p, err := idcodec.Decode(id)
+		if err != nil {
+			return nil, model.Wrap(op, model.EInvalid, "malformed id", err)
+		}
+		if p.Type == typ && p.Local != 0 {
+			want = append(want, id)
+		}
+	}
+	groups, err := s.groupByHost(op, want, typ)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	found := make(map[uint64]model.Object, len(want))
+	err = eachHost(groups, func(b *hostBatch) error {
+		var q strings.Builder
+		args := make([]any, 0, len(want))
+		for i, n := range b.order {
+			if i > 0 {
+				q.WriteString(" UNION ALL ")
+			}
+			q.WriteString("SELECT " + itoa(int64(n)) + ", local_id, doc, version, created_at, updated_at FROM " + s.topo.Load().names[n] + "." + objectTables[typ] + " WHERE local_id IN (")
+			for j, id := range b.shards[n] {
+				if j > 0 {
+					q.WriteByte(',')
+				}
+				q.WriteByte('?')
+				args = append(args, idcodec.LocalOf(id))
+			}
+			q.WriteByte(')')
+		}
+		rows, err := b.host.db.QueryContext(ctx, q.String(), args...)
+		if err != nil {
+			return classify(op, b.host, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var n int
+			var r row
+			if err := rows.Scan(&n, &r.local, &r.doc, &r.version, &r.created, &r.updated); err != nil {
+				return classify(op, b.host, err)
+			}
+			if !model.ActiveOf(r.doc) {
+				continue
+			}
+			o := r.object(shard{n: n}, typ)
+			mu.Lock()
+			found[o.ID] = o
+			mu.Unlock()
+		}
+		return classify(op, b.host, rows.Err())
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]model.Object, 0, len(found))
+	for _, id := range ids {
+		if o, ok := found[id]; ok {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// FeedFollowing bounds how many followees a feed page reads from (the most
+// recently followed first).
+const FeedFollowing = 1000
+
+// Feed returns the pins of the users that user follows, newest first, as
+// one page: it reads the followee list, then from every host in parallel
+// one statement that takes, per followee, the newest limit+1 user_pins
+// entries below the cursor, and merges them.
+func (s *Store) Feed(ctx context.Context, user uint64, p model.Page) (model.List, error) {
+	const op = "store.Feed"
+	p.Desc = true
+	if p.Offset != 0 {
+		return model.List{}, model.Wrap(op, model.EInvalid, "the feed is paged by cursor only", nil)
+	}
+	if err := p.Normalize(); err != nil {
+		return model.List{}, err
+	}
+	var pos *cursorPos
+	if p.Cursor != "" {
+		c, err := s.cursor.decode(p.Cursor, kindFeed, user, true)
+		if err != nil {
+			return model.List{}, err
+		}
+		pos = &c
+	}
+	following, err := s.List(ctx, model.UserFollowing, user, model.Page{Limit: model.MaxLimit, Desc: true})
+	if err != nil {
+		return model.List{}, err
+	}
+	ids := make([]uint64, 0, len(following.Entries))
+	for _, e := range following.Entries {
+		ids = append(ids, e.To)
+	}
+	for next := following.NextCursor; next != "" && len(ids) < FeedFollowing; {
+		more, err := s.List(ctx, model.UserFollowing, user, model.Page{Limit: model.MaxLimit, Desc: true, Cursor: next})
+		if err != nil {
+			return model.List{}, err
+		}
+		for _, e := range more.Entries {
+			ids = append(ids, e.To)
+		}
+		next = more.NextCursor
+	}
+	groups, err := s.groupByHost(op, ids, idcodec.TypeUser)
+	if err != nil {
+		return model.List{}, err
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	var all []model.Entry
+	err = eachHost(groups, func(b *hostBatch) error {
+		var q strings.Builder
+		var args []any
+		first := true
+		for _, n := range b.order {
+			for _, f := range b.shards[n] {
+				if !first {
+					q.WriteString(" UNION ALL ")
+				}
+				first = false
+				q.WriteString("(SELECT to_id, sequence FROM " + s.topo.Load().names[n] + ".user_pins WHERE from_id = ?")
+				args = append(args, f)
+				if pos != nil {
+					q.WriteString(" AND sequence <= ? AND (sequence < ? OR to_id < ?)")
+					args = append(args, pos.seq, pos.seq, pos.to)
+				}
+				q.WriteString(" ORDER BY sequence DESC, to_id DESC LIMIT ?)")
+				args = append(args, p.Limit+1)
+			}
+		}
+		entries, err := scanEntries(ctx, b.host.db, q.String(), args...)
+		if err != nil {
+			return classify(op, b.host, err)
+		}
+		mu.Lock()
+		all = append(all, entries...)
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return model.List{}, err
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if all[i].Sequence != all[j].Sequence {
+			return all[i].Sequence > all[j].Sequence
+		}
+		return all[i].To > all[j].To
+	})
+	if len(all) > p.Limit+1 {
+		all = all[:p.Limit+1]
+	}
+	return s.page(all, p, kindFeed, user), nil
+}

@@ -1,0 +1,183 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/pinstore/pinstore/migrations"
+)
+
+// MigrateOptions tunes Migrate.
+type MigrateOptions struct {
+	PerHost  int       // shards migrated at once on one host; default 4
+	Progress io.Writer // receives "migrate: N/M shards" lines; nil for none
+	Every    time.Duration
+}
+
+// Migrate creates every shard database the map names (and only those) and
+// brings each to the newest embedded migration. It runs hosts in parallel
+// and at most PerHost shards at once per host. Each shard records applied
+// versions in its schema_migrations table and every statement is
+// idempotent, so an interrupted run is finished by running it again, and
+// a run on an up-to-date fleet only reads one version per shard.
+func (s *Store) Migrate(ctx context.Context, opt MigrateOptions) error {
+	ms, err := migrations.All()
+	if err != nil {
+		return err
+	}
+	if opt.PerHost <= 0 {
+		opt.PerHost = 4
+	}
+	if opt.Every <= 0 {
+		opt.Every = time.Second
+	}
+	t := s.topo.Load()
+	total := len(t.shards)
+	var done atomic.Int64
+	stopProgress := func() {}
+	if opt.Progress != nil {
+		stopProgress = every(opt.Every, func() { fmt.Fprintf(opt.Progress, "migrate: %d/%d shards\n", done.Load(), total) })
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(t.hosts))
+	for i, h := range t.hosts {
+		var shards []int
+		for n, sh := range t.shards {
+			if sh == h {
+				shards = append(shards, n)
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = migrateHost(ctx, h, t, shards, ms, opt.PerHost, &done)
+		}()
+	}
+	wg.Wait()
+	stopProgress()
+	if opt.Progress != nil {
+		fmt.Fprintf(opt.Progress, "migrate: %d/%d shards\n", done.Load(), total)
+	}
+	return errors.Join(errs...)
+}
+
+func migrateHost(ctx context.Context, h *host, t *topology, shards []int, ms []migrations.Migration, par int, done *atomic.Int64) error {
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for range min(par, len(shards)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for n := range work {
+				if err := migrateShard(ctx, h.db, t.names[n], ms); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = fmt.Errorf("migrate host %q shard %d: %w", h.name, n, classify("store.Migrate", h, err))
+					}
+					mu.Unlock()
+					continue
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	for _, n := range shards {
+		mu.Lock()
+		failed := first != nil
+		mu.Unlock()
+		if failed || ctx.Err() != nil {
+			break
+		}
+		work <- n
+	}
+	close(work)
+	wg.Wait()
+	if first == nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return first
+}
+
+// migrateShard applies the migrations the shard does not have yet. The
+// common case, an up-to-date shard, costs one query.
+func migrateShard(ctx context.Context, db *sqlx.DB, name string, ms []migrations.Migration) error {
+	var have int
+	err := db.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM "+name+".schema_migrations").Scan(&have)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && (me.Number == 1049 || me.Number == 1146) {
+		have, err = 0, nil
+	}
+	if err != nil {
+		return err
+	}
+	if have >= ms[len(ms)-1].Version {
+		return nil
+	}
+	// All of a shard's statements run on one connection, with the shard as
+	// its default database so unqualified table names land in it.
+	conn, err := db.Connx(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for _, q := range []string{
+		"CREATE DATABASE IF NOT EXISTS " + name + " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+		"USE " + name,
+		"CREATE TABLE IF NOT EXISTS schema_migrations (version INT NOT NULL PRIMARY KEY, name VARCHAR(100) NOT NULL, applied_at DATETIME(6) NOT NULL) ENGINE=InnoDB",
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	for _, m := range ms {
+		if m.Version <= have {
+			continue
+		}
+		for _, q := range m.Statements {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("migration %d: %w", m.Version, err)
+			}
+		}
+		if _, err := conn.ExecContext(ctx, "INSERT IGNORE INTO schema_migrations (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6))", m.Version, m.Name); err != nil {
+			return err
+		}
+	}
+	// The connection goes back to the pool; leave no default database on it.
+	_, err = conn.ExecContext(ctx, "USE information_schema")
+	if err != nil {
+		return err
+	}
+	return nil
+}
+
+// every calls fn every d until the returned stop is called; stop returns
+// once fn is no longer running. It reports progress of long operations.
+func every(d time.Duration, fn func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tk := time.NewTicker(d)
+		defer tk.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tk.C:
+				fn()
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}

@@ -1,0 +1,239 @@
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// DefaultMapPoll is how often WatchMap looks at the shard map file when
+// PINSTORE_MAP_POLL does not say otherwise. A move waits at least this long
+// (plus the query timeout) after each map change before relying on every
+// server having it.
+const DefaultMapPoll = 2 * time.Second
+
+// MapPollFromEnv reads PINSTORE_MAP_POLL (a Go duration such as "2s"),
+// defaulting to DefaultMapPoll. Servers (WatchMap) and move-shards (its
+// default settle time) must agree on it.
+func MapPollFromEnv(getenv func(string) string) (time.Duration, error) {
+	v := getenv("PINSTORE_MAP_POLL")
+	if v == "" {
+		return DefaultMapPoll, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("PINSTORE_MAP_POLL: %q is not a positive duration", v)
+	}
+	return d, nil
+}
+
+// Version is a short hash of the map's canonical form (Marshal): two maps
+// with the same version route identically, however their files are
+// formatted. It names a map in logs, in move-shards output and on admin
+// endpoints.
+func (m *ShardMap) Version() string {
+	b, err := m.Marshal()
+	if err != nil {
+		return "unknown"
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:6])
+}
+
+// MapVersion is the Version of the shard map in force.
+func (s *Store) MapVersion() string { return s.Map().Version() }
+
+// ReloadFile re-reads the shard map file the store was opened from
+// (Config.MapFile), validates it with the running map's shard count and
+// prefix as defaults, and puts it in force. A map that does not parse or
+// validate, changes the shard count or prefix, or has no writable open
+// range is rejected with an error saying why, and the map in force stays.
+// Concurrent calls (a poll and a SIGHUP) are safe: the map left in force
+// was read from the file after the last change took effect.
+func (s *Store) ReloadFile() error {
+	const op = "store.ReloadFile"
+	if s.cfg.MapFile == "" {
+		return fmt.Errorf("%s: the store was not opened from a shard map file (PINSTORE_SHARD_MAP)", op)
+	}
+	for {
+		old := s.topo.Load()
+		data, err := os.ReadFile(s.cfg.MapFile)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		t, err := s.buildFrom(old, data)
+		if err != nil {
+			return fmt.Errorf("%s: %s: %w", op, s.cfg.MapFile, err)
+		}
+		// Compare-and-swap: if another reload won meanwhile, read the file
+		// again, so an older read never replaces a newer one.
+		if s.topo.CompareAndSwap(old, t) {
+			return nil
+		}
+	}
+}
+
+// buildFrom parses data as a map replacing old's and builds its topology.
+func (s *Store) buildFrom(old *topology, data []byte) (*topology, error) {
+	m, err := ParseShardMap(data, old.m.Shards, old.m.DBPrefix)
+	if err != nil {
+		return nil, err
+	}
+	if m.Shards != old.m.Shards || m.DBPrefix != old.m.DBPrefix {
+		return nil, fmt.Errorf("shards and db_prefix cannot change while running (%d %q → %d %q)",
+			old.m.Shards, old.m.DBPrefix, m.Shards, m.DBPrefix)
+	}
+	return s.build(m)
+}
+
+// mapStamp is what a poll compares cheaply before reading the file.
+type mapStamp struct {
+	size  int64
+	mtime time.Time
+	ino   string
+}
+
+func stampOf(fi os.FileInfo) mapStamp {
+	st := mapStamp{size: fi.Size(), mtime: fi.ModTime()}
+	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+		st.ino = fmt.Sprintf("%d:%d", sys.Dev, sys.Ino)
+	}
+	return st
+}
+
+// racyWindow: a file whose mtime is this recent may be rewritten with the
+// same size and mtime (coarse file-system clocks), so it is re-read and
+// hashed even when its stat looks unchanged (git's "racy" rule).
+const racyWindow = 2 * time.Second
+
+// WatchMap polls the shard map file every interval (DefaultMapPoll when
+// every <= 0) until ctx is done. Each poll stats the path afresh (editors
+// and move-shards replace the file rather than rewrite it); when size,
+// mtime or inode changed, or the mtime is recent, it reads the file and
+// compares a hash of its content with the last one seen. New content is
+// put in force with the same checks as ReloadFile and logged as "shard
+// map reloaded" with the new version and a summary; a rejected map is
+// logged at ERROR once per distinct content, and the map in force stays.
+// It does nothing when the store has no map file.
+func (s *Store) WatchMap(ctx context.Context, every time.Duration, logger *slog.Logger) {
+	if logger == nil {
+		logger = s.log
+	}
+	if s.cfg.MapFile == "" {
+		logger.Info("no shard map file: the shard map will not be reloaded")
+		return
+	}
+	if every <= 0 {
+		every = DefaultMapPoll
+	}
+	w := &mapWatcher{s: s, path: s.cfg.MapFile, log: logger}
+	w.poll() // the file may have changed since Open
+	tk := time.NewTicker(every)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+			w.poll()
+		}
+	}
+}
+
+type mapWatcher struct {
+	s       *Store
+	path    string
+	log     *slog.Logger
+	stamp   mapStamp
+	hash    [32]byte
+	seen    bool   // hash is valid
+	lastErr string // last logged read error, to log each once
+}
+
+func (w *mapWatcher) poll() {
+	fi, err := os.Stat(w.path)
+	if err != nil {
+		w.readError(err)
+		return
+	}
+	st := stampOf(fi)
+	if w.seen && st == w.stamp && time.Since(st.mtime) > racyWindow {
+		return
+	}
+	data, err := os.ReadFile(w.path)
+	if err != nil {
+		w.readError(err)
+		return
+	}
+	w.lastErr = ""
+	w.stamp = st
+	h := sha256.Sum256(data)
+	if w.seen && h == w.hash {
+		return
+	}
+	w.hash, w.seen = h, true
+	before := w.s.MapVersion()
+	if err := w.reload(data); err != nil {
+		w.log.Error("shard map rejected; keeping the map in force",
+			"file", w.path, "error", err.Error(), "version", before)
+		return
+	}
+	m := w.s.Map()
+	if v := m.Version(); v != before {
+		w.log.Info("shard map reloaded", "file", w.path, "version", v, "previous", before,
+			"ranges", len(m.Ranges), "hosts", len(m.Hosts), "summary", mapSummary(m))
+	}
+}
+
+// reload puts data in force unless it is the map already in force (a
+// content hash of the file can differ from the map's canonical version).
+// When a concurrent reload (ReloadFile) wins the swap, the next poll reads
+// the file again rather than trusting this read.
+func (w *mapWatcher) reload(data []byte) error {
+	old := w.s.topo.Load()
+	t, err := w.s.buildFrom(old, data)
+	if err != nil {
+		return err
+	}
+	if t.m.Version() == old.m.Version() {
+		return nil
+	}
+	if !w.s.topo.CompareAndSwap(old, t) {
+		w.seen = false
+	}
+	return nil
+}
+
+func (w *mapWatcher) readError(err error) {
+	msg := err.Error()
+	if msg == w.lastErr {
+		return
+	}
+	w.lastErr = msg
+	w.log.Error("shard map file unreadable; keeping the map in force", "file", w.path, "error", msg, "version", w.s.MapVersion())
+}
+
+// mapSummary is "0-3@h0 4-7@h1(ro)": every range and its host, with
+// (closed) and (ro) marks.
+func mapSummary(m *ShardMap) string {
+	var b strings.Builder
+	for i, r := range m.Ranges {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d-%d@%s", r.First, r.Last, r.Host)
+		if !r.IsOpen() {
+			b.WriteString("(closed)")
+		}
+		if r.ReadOnly {
+			b.WriteString("(ro)")
+		}
+	}
+	return b.String()
+}
