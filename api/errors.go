@@ -1,0 +1,115 @@
+package api
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+
+	"github.com/pinstore/pinstore/model"
+)
+
+// API-level error codes, in addition to model's. They describe HTTP
+// situations that the domain has no word for.
+const (
+	EUnsupportedMediaType = "unsupported_media_type"
+	EMethodNotAllowed     = "method_not_allowed"
+)
+
+// problemTypePrefix prefixes a problem's code to form its "type" URI.
+const problemTypePrefix = "urn:pinstore:problem:"
+
+// Problem is an RFC 9457 problem document, the body of every error.
+type Problem struct {
+	Type      string `json:"type"`
+	Title     string `json:"title"`
+	Status    int    `json:"status"`
+	Detail    string `json:"detail,omitempty"`
+	Code      string `json:"code"`
+	Instance  string `json:"instance,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// errorStatus is the one map from error code to HTTP status, title, and
+// the Retry-After a client should honour ("": none).
+var errorStatus = map[string]struct {
+	status     int
+	title      string
+	retryAfter string
+}{
+	model.EInvalid:        {http.StatusBadRequest, "Invalid argument", ""},
+	model.EUnauthorized:   {http.StatusUnauthorized, "Unauthorized", ""},
+	model.EForbidden:      {http.StatusForbidden, "Forbidden", ""},
+	model.ENotFound:       {http.StatusNotFound, "Not found", ""},
+	EMethodNotAllowed:     {http.StatusMethodNotAllowed, "Method not allowed", ""},
+	model.EConflict:       {http.StatusConflict, "Conflict", ""},
+	model.EVersion:        {http.StatusPreconditionFailed, "Version mismatch", ""},
+	model.ETooLarge:       {http.StatusRequestEntityTooLarge, "Too large", ""},
+	EUnsupportedMediaType: {http.StatusUnsupportedMediaType, "Unsupported media type", ""},
+	model.ERateLimited:    {http.StatusTooManyRequests, "Rate limited", "1"},
+	model.EInternal:       {http.StatusInternalServerError, "Internal error", ""},
+	model.EUnavailable:    {http.StatusServiceUnavailable, "Unavailable", "1"},
+	model.EMoving:         {http.StatusServiceUnavailable, "Shard moving", "2"},
+	model.EShardFull:      {http.StatusServiceUnavailable, "Shard full", ""},
+}
+
+// StatusOf returns the HTTP status for an error code; unknown codes are
+// internal errors (500).
+func StatusOf(code string) int {
+	if s, ok := errorStatus[code]; ok {
+		return s.status
+	}
+	return http.StatusInternalServerError
+}
+
+// problemFor builds the problem document for err, as seen by r. The detail
+// is model.ErrorMessage(err): client-safe, never SQL, a DSN or a stack.
+func problemFor(r *http.Request, err error) (Problem, string) {
+	code := model.ErrorCode(err)
+	s, ok := errorStatus[code]
+	if !ok {
+		code = model.EInternal
+		s = errorStatus[code]
+	}
+	detail := model.ErrorMessage(err)
+	return Problem{
+		Type:      problemTypePrefix + code,
+		Title:     s.title,
+		Status:    s.status,
+		Detail:    detail,
+		Code:      code,
+		Instance:  r.URL.Path,
+		RequestID: RequestID(r.Context()),
+	}, s.retryAfter
+}
+
+// writeError answers r with the problem document for err. 5xx errors are
+// logged in full (with their cause) under the request id; a client only
+// sees the client-safe message.
+func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
+	p, retryAfter := problemFor(r, err)
+	if p.Status >= 500 {
+		logger.LogAttrs(r.Context(), slog.LevelError, "request failed",
+			slog.String("request_id", p.RequestID),
+			slog.String("method", r.Method),
+			slog.String("path", r.URL.Path),
+			slog.String("code", p.Code),
+			slog.String("error", err.Error()))
+	}
+	if retryAfter != "" {
+		w.Header().Set("Retry-After", retryAfter)
+	}
+	writeProblem(w, p)
+}
+
+func writeProblem(w http.ResponseWriter, p Problem) {
+	h := w.Header()
+	h.Set("Content-Type", "application/problem+json")
+	h.Set("Cache-Control", "no-store")
+	h.Del("ETag")
+	h.Del("Location")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// errorf returns a client error with the given code and message.
+func errorf(code, format string, args ...any) error { return model.Errorf(code, format, args...) }

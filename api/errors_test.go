@@ -1,0 +1,87 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/pinstore/pinstore/model"
+)
+
+func TestStatusOf(t *testing.T) {
+	want := map[string]int{
+		model.EInvalid:        400,
+		model.EUnauthorized:   401,
+		model.EForbidden:      403,
+		model.ENotFound:       404,
+		EMethodNotAllowed:     405,
+		model.EConflict:       409,
+		model.EVersion:        412,
+		model.ETooLarge:       413,
+		EUnsupportedMediaType: 415,
+		model.ERateLimited:    429,
+		model.EInternal:       500,
+		model.EUnavailable:    503,
+		model.EMoving:         503,
+		model.EShardFull:      503,
+		"no_such_code":        500,
+	}
+	for code, status := range want {
+		if got := StatusOf(code); got != status {
+			t.Errorf("StatusOf(%q) = %d, want %d", code, got, status)
+		}
+	}
+	// Every code the map knows is tested above.
+	for code := range errorStatus {
+		if _, ok := want[code]; !ok {
+			t.Errorf("code %q has no test", code)
+		}
+	}
+}
+
+func TestProblemFor(t *testing.T) {
+	sqlCause := errors.New("Error 1146 (42S02): Table 'db00001.pins' doesn't exist; dsn root:secret@tcp(10.0.0.1:3306)/")
+	cases := []struct {
+		name       string
+		err        error
+		status     int
+		code       string
+		detail     string
+		retryAfter string
+	}{
+		{"invalid", model.Errorf(model.EInvalid, "limit must be between 1 and 250"), 400, model.EInvalid, "limit must be between 1 and 250", ""},
+		{"wrapped not found", fmt.Errorf("x: %w", model.Errorf(model.ENotFound, "pin not found")), 404, model.ENotFound, "pin not found", ""},
+		{"bare error", sqlCause, 500, model.EInternal, "internal error", ""},
+		{"internal with cause", model.Wrap("store.Get", model.EInternal, "", sqlCause), 500, model.EInternal, "internal error", ""},
+		{"unavailable with cause", model.Wrap("store.Get", model.EUnavailable, "a database host is unavailable", sqlCause), 503, model.EUnavailable, "a database host is unavailable", "1"},
+		{"moving", model.Errorf(model.EMoving, "shard 3 is moving"), 503, model.EMoving, "shard 3 is moving", "2"},
+		{"full", model.Errorf(model.EShardFull, "shard 3 is full"), 503, model.EShardFull, "shard 3 is full", ""},
+		{"rate limited", model.Errorf(model.ERateLimited, "slow down"), 429, model.ERateLimited, "slow down", "1"},
+		{"unknown code", model.Errorf("bogus", "x"), 500, model.EInternal, "x", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := httptest.NewRequest("GET", "/v1/pins/1", nil)
+			p, retry := problemFor(r, c.err)
+			if p.Status != c.status || p.Code != c.code || p.Detail != c.detail || retry != c.retryAfter {
+				t.Fatalf("problemFor = %+v, Retry-After %q", p, retry)
+			}
+			if p.Type != "urn:pinstore:problem:"+c.code || p.Instance != "/v1/pins/1" || p.Title == "" {
+				t.Fatalf("problem %+v", p)
+			}
+		})
+	}
+}
+
+func TestWriteErrorHeaders(t *testing.T) {
+	w := httptest.NewRecorder()
+	w.Header().Set("ETag", `"1"`)
+	r := httptest.NewRequest("GET", "/x", nil)
+	writeError(w, r, discardLogger(), model.Errorf(model.EUnavailable, "down"))
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" ||
+		w.Header().Get("Content-Type") != "application/problem+json" || w.Header().Get("ETag") != "" {
+		t.Fatalf("status %d, headers %v", w.Code, w.Header())
+	}
+}

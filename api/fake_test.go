@@ -1,0 +1,117 @@
+package api
+
+import (
+	"context"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+)
+
+// fakeStore is a Store whose methods the test sets; unset methods fail the
+// call with an internal error that names them.
+type fakeStore struct {
+	get     func(ctx context.Context, id uint64, typ idcodec.Type) (model.Object, error)
+	getMany func(ctx context.Context, ids []uint64, typ idcodec.Type) ([]model.Object, error)
+	createP func(ctx context.Context, doc model.PinDoc) (model.Object, error)
+	update  func(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func([]byte) ([]byte, error)) (model.Object, error)
+	list    func(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error)
+	count   func(ctx context.Context, m model.Mapping, from uint64) (int64, error)
+	owners  func(ctx context.Context, pins []uint64) (map[uint64]uint64, error)
+	ready   func(ctx context.Context) []model.Health
+	calls   []string
+}
+
+var _ Store = (*fakeStore)(nil)
+
+func unset(op string) error { return model.Wrap(op, model.EInternal, "", nil) }
+
+func (f *fakeStore) note(op string) { f.calls = append(f.calls, op) }
+
+func (f *fakeStore) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object, error) {
+	f.note("CreateUser")
+	return model.Object{}, unset("CreateUser")
+}
+func (f *fakeStore) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Object, error) {
+	f.note("CreateBoard")
+	return model.Object{}, unset("CreateBoard")
+}
+func (f *fakeStore) CreatePin(ctx context.Context, doc model.PinDoc) (model.Object, error) {
+	f.note("CreatePin")
+	if f.createP != nil {
+		return f.createP(ctx, doc)
+	}
+	return model.Object{}, unset("CreatePin")
+}
+func (f *fakeStore) CreateComment(ctx context.Context, doc model.CommentDoc) (model.Object, error) {
+	f.note("CreateComment")
+	return model.Object{}, unset("CreateComment")
+}
+func (f *fakeStore) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Object, error) {
+	f.note("Get")
+	if f.get != nil {
+		return f.get(ctx, id, typ)
+	}
+	return model.Object{}, unset("Get")
+}
+func (f *fakeStore) GetMany(ctx context.Context, ids []uint64, typ idcodec.Type) ([]model.Object, error) {
+	f.note("GetMany")
+	if f.getMany != nil {
+		return f.getMany(ctx, ids, typ)
+	}
+	return nil, unset("GetMany")
+}
+func (f *fakeStore) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func(doc []byte) ([]byte, error)) (model.Object, error) {
+	f.note("Update")
+	if f.update != nil {
+		return f.update(ctx, id, typ, ifVersion, mutate)
+	}
+	return model.Object{}, unset("Update")
+}
+func (f *fakeStore) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64) error {
+	f.note("Delete")
+	return unset("Delete")
+}
+func (f *fakeStore) AddMapping(ctx context.Context, m model.Mapping, from, to uint64) error {
+	f.note("AddMapping")
+	return unset("AddMapping")
+}
+func (f *fakeStore) RemoveMapping(ctx context.Context, m model.Mapping, from, to uint64) error {
+	f.note("RemoveMapping")
+	return unset("RemoveMapping")
+}
+func (f *fakeStore) List(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error) {
+	f.note("List")
+	if f.list != nil {
+		return f.list(ctx, m, from, p)
+	}
+	return model.List{}, unset("List")
+}
+func (f *fakeStore) Count(ctx context.Context, m model.Mapping, from uint64) (int64, error) {
+	f.note("Count")
+	if f.count != nil {
+		return f.count(ctx, m, from)
+	}
+	return 0, unset("Count")
+}
+func (f *fakeStore) Move(ctx context.Context, m model.Mapping, from, item, before, after uint64) error {
+	f.note("Move")
+	return unset("Move")
+}
+func (f *fakeStore) Feed(ctx context.Context, user uint64, p model.Page) (model.List, error) {
+	f.note("Feed")
+	return model.List{}, unset("Feed")
+}
+func (f *fakeStore) Owners(ctx context.Context, pins []uint64) (map[uint64]uint64, error) {
+	f.note("Owners")
+	if f.owners != nil {
+		return f.owners(ctx, pins)
+	}
+	return nil, unset("Owners")
+}
+func (f *fakeStore) Ready(ctx context.Context) []model.Health {
+	f.note("Ready")
+	if f.ready != nil {
+		return f.ready(ctx)
+	}
+	return nil
+}

@@ -1,0 +1,199 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+)
+
+// The wire forms of the objects. They are separate from the stored
+// documents in model: the wire carries the object's id, type, version and
+// timestamps, carries IDs as decimal strings, always has every documented
+// field (empty strings and {} rather than absent), and never "active".
+type (
+	// User is a user as the API returns it.
+	User struct {
+		objectHeader
+		Username    string          `json:"username"`
+		DisplayName string          `json:"display_name"`
+		Data        json.RawMessage `json:"data"`
+		objectFooter
+	}
+	// Board is a board as the API returns it.
+	Board struct {
+		objectHeader
+		OwnerID     string          `json:"owner_id"`
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Data        json.RawMessage `json:"data"`
+		objectFooter
+	}
+	// Pin is a pin as the API returns it.
+	Pin struct {
+		objectHeader
+		BoardID     string          `json:"board_id"`
+		OwnerID     string          `json:"owner_id"`
+		Link        string          `json:"link"`
+		Description string          `json:"description"`
+		ImageURL    string          `json:"image_url"`
+		Data        json.RawMessage `json:"data"`
+		objectFooter
+	}
+	// Comment is a comment as the API returns it.
+	Comment struct {
+		objectHeader
+		PinID    string          `json:"pin_id"`
+		AuthorID string          `json:"author_id"`
+		Text     string          `json:"text"`
+		Data     json.RawMessage `json:"data"`
+		objectFooter
+	}
+
+	objectHeader struct {
+		ID   string `json:"id"`
+		Type string `json:"type"`
+	}
+	objectFooter struct {
+		CreatedAt string `json:"created_at"`
+		UpdatedAt string `json:"updated_at"`
+		Version   int64  `json:"version"`
+	}
+)
+
+// timeFormat is RFC 3339 in UTC with the stored precision.
+const timeFormat = time.RFC3339Nano
+
+func idString(id uint64) string { return strconv.FormatUint(id, 10) }
+
+func wireData(d json.RawMessage) json.RawMessage {
+	if len(d) == 0 || bytes.Equal(d, []byte("null")) {
+		return json.RawMessage("{}")
+	}
+	return d
+}
+
+// Payload converts a stored object to its wire form. A document that does
+// not decode is EInternal: the store handed back something it never wrote.
+func Payload(o model.Object) (any, error) {
+	head := objectHeader{ID: idString(o.ID), Type: o.Type.String()}
+	foot := objectFooter{
+		CreatedAt: o.CreatedAt.UTC().Format(timeFormat),
+		UpdatedAt: o.UpdatedAt.UTC().Format(timeFormat),
+		Version:   o.Version,
+	}
+	bad := func(err error) error {
+		return model.Wrap("api.Payload", model.EInternal, "internal error", err)
+	}
+	switch o.Type {
+	case idcodec.TypeUser:
+		var d model.UserDoc
+		if err := json.Unmarshal(o.Doc, &d); err != nil {
+			return nil, bad(err)
+		}
+		return User{head, d.Username, d.DisplayName, wireData(d.Data), foot}, nil
+	case idcodec.TypeBoard:
+		var d model.BoardDoc
+		if err := json.Unmarshal(o.Doc, &d); err != nil {
+			return nil, bad(err)
+		}
+		return Board{head, idString(uint64(d.OwnerID)), d.Name, d.Description, wireData(d.Data), foot}, nil
+	case idcodec.TypePin:
+		var d model.PinDoc
+		if err := json.Unmarshal(o.Doc, &d); err != nil {
+			return nil, bad(err)
+		}
+		return Pin{head, idString(uint64(d.BoardID)), idString(uint64(d.OwnerID)), d.Link, d.Description, d.ImageURL, wireData(d.Data), foot}, nil
+	case idcodec.TypeComment:
+		var d model.CommentDoc
+		if err := json.Unmarshal(o.Doc, &d); err != nil {
+			return nil, bad(err)
+		}
+		return Comment{head, idString(uint64(d.PinID)), idString(uint64(d.AuthorID)), d.Text, wireData(d.Data), foot}, nil
+	}
+	return nil, model.Errorf(model.EInternal, "internal error")
+}
+
+// ListResponse is one page of a list. Count is the list's total length
+// (absent for the feed, which has none); NextCursor is absent on the last
+// page.
+type ListResponse struct {
+	Items      []any  `json:"items"`
+	NextCursor string `json:"next_cursor,omitempty"`
+	Count      *int64 `json:"count,omitempty"`
+}
+
+// ManyResponse answers a multi-get: the live objects in request order, and
+// the requested ids that are unknown, deleted or of another type.
+type ManyResponse struct {
+	Items    []any    `json:"items"`
+	NotFound []string `json:"not_found"`
+}
+
+// OwnersResponse answers POST /v1/pins/owners.
+type OwnersResponse struct {
+	Owners   map[string]string `json:"owners"`
+	NotFound []string          `json:"not_found"`
+}
+
+// IDInfo is a decoded ID.
+type IDInfo struct {
+	ID       string `json:"id"`
+	Shard    uint32 `json:"shard"`
+	Type     uint16 `json:"type"`
+	TypeName string `json:"type_name"`
+	LocalID  uint64 `json:"local_id"`
+}
+
+// ReadyResponse is the body of /readyz.
+type ReadyResponse struct {
+	Status string         `json:"status"`
+	Checks []model.Health `json:"checks"`
+}
+
+// Request bodies. IDs are strings here so that a bad one is reported under
+// its field's name.
+type (
+	createUserRequest struct {
+		Username    string          `json:"username"`
+		DisplayName string          `json:"display_name"`
+		Data        json.RawMessage `json:"data"`
+	}
+	createBoardRequest struct {
+		OwnerID     string          `json:"owner_id"`
+		Name        string          `json:"name"`
+		Description string          `json:"description"`
+		Data        json.RawMessage `json:"data"`
+	}
+	createPinRequest struct {
+		BoardID     string          `json:"board_id"`
+		Link        string          `json:"link"`
+		Description string          `json:"description"`
+		ImageURL    string          `json:"image_url"`
+		Data        json.RawMessage `json:"data"`
+	}
+	createCommentRequest struct {
+		AuthorID string          `json:"author_id"`
+		Text     string          `json:"text"`
+		Data     json.RawMessage `json:"data"`
+	}
+	moveRequest struct {
+		Before *string `json:"before"`
+		After  *string `json:"after"`
+	}
+	ownersRequest struct {
+		IDs []json.RawMessage `json:"ids"`
+	}
+)
+
+// storedData is the client's data as a document stores it: absent when
+// null or missing.
+func storedData(d json.RawMessage) json.RawMessage {
+	if len(d) == 0 || bytes.Equal(bytes.TrimSpace(d), []byte("null")) {
+		return nil
+	}
+	return d
+}

@@ -1,0 +1,383 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	pinstore "github.com/pinstore/pinstore"
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+)
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func newTestServer(t *testing.T, st Store, mod ...func(*Config)) (*Server, *prometheus.Registry, *bytes.Buffer) {
+	t.Helper()
+	var logs bytes.Buffer
+	reg := prometheus.NewRegistry()
+	cfg := Config{Store: st, Logger: slog.New(slog.NewJSONHandler(&logs, nil)), Registry: reg}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, reg, &logs
+}
+
+func do(h http.Handler, method, path, body string, headers ...string) *httptest.ResponseRecorder {
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	r := httptest.NewRequest(method, path, rd)
+	if body != "" {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		r.Header.Set(headers[i], headers[i+1])
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+func problemOf(t *testing.T, w *httptest.ResponseRecorder) Problem {
+	t.Helper()
+	var p Problem
+	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type %q, body %s", ct, w.Body)
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestRoutesMatchSpec: every route of the router is an operation of
+// openapi.yaml, and every operation is routed.
+// requestsTotal reads pinstore_http_requests_total for one label set.
+func requestsTotal(t *testing.T, reg *prometheus.Registry, method, route, class string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "pinstore_http_requests_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if got["method"] == method && got["route"] == route && got["status_class"] == class {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func TestRoutesMatchSpec(t *testing.T) {
+	s, _, _ := newTestServer(t, &fakeStore{})
+	var routed []string
+	err := chi.Walk(s.Routes(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		routed = append(routed, method+" "+route)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData(pinstore.OpenAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("openapi.yaml: %v", err)
+	}
+	var specified []string
+	for _, path := range doc.Paths.Keys() {
+		for method := range doc.Paths.Value(path).Operations() {
+			specified = append(specified, method+" "+path)
+		}
+	}
+	sort.Strings(routed)
+	sort.Strings(specified)
+	for _, r := range routed {
+		if !slices.Contains(specified, r) {
+			t.Errorf("routed but not in openapi.yaml: %s", r)
+		}
+	}
+	for _, sp := range specified {
+		if !slices.Contains(routed, sp) {
+			t.Errorf("in openapi.yaml but not routed: %s", sp)
+		}
+	}
+	if len(routed) < 40 {
+		t.Errorf("only %d routes walked: %v", len(routed), routed)
+	}
+}
+
+func TestDocsRenderEveryOperation(t *testing.T) {
+	s, _, _ := newTestServer(t, &fakeStore{})
+	w := do(s, "GET", "/docs", "")
+	if w.Code != 200 || !strings.HasPrefix(w.Header().Get("Content-Type"), "text/html") {
+		t.Fatalf("GET /docs: %d %s", w.Code, w.Header().Get("Content-Type"))
+	}
+	page := w.Body.String()
+	_ = chi.Walk(s.Routes(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		if !strings.Contains(page, `<span class="m `+strings.ToLower(method)+`">`+method+`</span><span class="path">`+route+`</span>`) {
+			t.Errorf("/docs lacks %s %s", method, route)
+		}
+		return nil
+	})
+	for _, want := range []string{"Parameters", "Request body", "Responses", `id="schema-Problem"`, "If-Match", "Retry-After"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("/docs lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "<script") {
+		t.Errorf("/docs holds a script")
+	}
+}
+
+func TestNewRefusesABadSpec(t *testing.T) {
+	if _, err := New(Config{Store: &fakeStore{}, Spec: []byte("openapi: 3.0.3\ninfo: {}\n")}); err == nil {
+		t.Fatal("New accepted an invalid spec")
+	}
+	if _, err := New(Config{}); err == nil {
+		t.Fatal("New accepted a config without a store")
+	}
+}
+
+func TestPanicBecomesA500Problem(t *testing.T) {
+	st := &fakeStore{get: func(context.Context, uint64, idcodec.Type) (model.Object, error) { panic("boom: password=hunter2") }}
+	s, reg, logs := newTestServer(t, st)
+	w := do(s, "GET", "/v1/pins/"+vecPin, "", "X-Request-Id", "req-1")
+	if w.Code != 500 {
+		t.Fatalf("status %d", w.Code)
+	}
+	p := problemOf(t, w)
+	if p.Code != model.EInternal || p.RequestID != "req-1" || strings.Contains(w.Body.String(), "hunter2") || strings.Contains(w.Body.String(), "goroutine") {
+		t.Fatalf("problem %+v", p)
+	}
+	if !strings.Contains(logs.String(), "boom") || !strings.Contains(logs.String(), "req-1") {
+		t.Fatalf("panic not logged: %s", logs)
+	}
+	if n := requestsTotal(t, reg, "GET", "/v1/pins/{id}", "5xx"); n != 1 {
+		t.Fatalf("5xx counter %v", n)
+	}
+}
+
+func TestInternalErrorsAreLoggedNotShown(t *testing.T) {
+	cause := errors.New("Error 1045: Access denied for user 'root'@'10.0.0.1'")
+	st := &fakeStore{get: func(context.Context, uint64, idcodec.Type) (model.Object, error) {
+		return model.Object{}, model.Wrap("store.Get", model.EUnavailable, "a database host is unavailable", cause)
+	}}
+	s, _, logs := newTestServer(t, st)
+	w := do(s, "GET", "/v1/users/"+vecUser, "")
+	p := problemOf(t, w)
+	if w.Code != 503 || w.Header().Get("Retry-After") != "1" || p.Detail != "a database host is unavailable" {
+		t.Fatalf("%d %+v", w.Code, p)
+	}
+	if strings.Contains(w.Body.String(), "Access denied") {
+		t.Fatalf("cause leaked: %s", w.Body)
+	}
+	if !strings.Contains(logs.String(), "Access denied") {
+		t.Fatalf("cause not logged: %s", logs)
+	}
+}
+
+func TestMetricsUseRoutePatterns(t *testing.T) {
+	st := &fakeStore{get: func(context.Context, uint64, idcodec.Type) (model.Object, error) {
+		return model.Object{}, model.Errorf(model.ENotFound, "not found")
+	}}
+	s, reg, _ := newTestServer(t, st)
+	do(s, "GET", "/v1/pins/"+vecPin, "")
+	do(s, "GET", "/v1/pins/"+vecPin, "")
+	do(s, "GET", "/nowhere/"+vecPin, "")
+	do(s, "BREW", "/v1/pins/"+vecPin, "")
+	if n := requestsTotal(t, reg, "GET", "/v1/pins/{id}", "4xx"); n != 2 {
+		t.Fatalf("GET /v1/pins/{id} 4xx = %v", n)
+	}
+	if n := requestsTotal(t, reg, "GET", "unmatched", "4xx"); n != 1 {
+		t.Fatalf("unmatched = %v", n)
+	}
+	if n := requestsTotal(t, reg, "OTHER", "unmatched", "4xx"); n != 1 {
+		t.Fatalf("OTHER = %v", n)
+	}
+	out := do(s, "GET", "/metrics", "").Body.String()
+	if strings.Contains(out, vecPin) || !strings.Contains(out, "pinstore_http_request_duration_seconds_bucket") {
+		t.Fatalf("/metrics:\n%s", out)
+	}
+	if _, err := reg.Gather(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReadyz(t *testing.T) {
+	health := []model.Health{{Name: "mysql:a", OK: true}, {Name: "redis", OK: true}}
+	st := &fakeStore{ready: func(context.Context) []model.Health { return health }}
+	s, _, _ := newTestServer(t, st)
+	w := do(s, "GET", "/readyz", "")
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"status":"ok"`) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	health[1] = model.Health{Name: "redis", Error: "redis at 127.0.0.1:6379 is not answering"}
+	w = do(s, "GET", "/readyz", "")
+	if w.Code != 503 || !strings.Contains(w.Body.String(), `"status":"unavailable"`) || !strings.Contains(w.Body.String(), "not answering") {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	if w := do(s, "GET", "/healthz", ""); w.Code != 200 {
+		t.Fatalf("healthz %d while not ready", w.Code)
+	}
+}
+
+func TestAuthSlotWrapsV1Only(t *testing.T) {
+	refuse := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeError(w, r, discardLogger(), model.Errorf(model.EUnauthorized, "no entry"))
+		})
+	}
+	s, _, _ := newTestServer(t, &fakeStore{}, func(c *Config) { c.Auth = refuse })
+	_ = chi.Walk(s.Routes(), func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		if !strings.HasPrefix(route, "/v1/") {
+			return nil
+		}
+		path := strings.NewReplacer("{id}", vecPin, "{target_id}", vecUser, "{pin_id}", vecPin).Replace(route)
+		if w := do(s, method, path, ""); w.Code != http.StatusUnauthorized {
+			t.Errorf("%s %s is not behind Auth: %d", method, route, w.Code)
+		}
+		return nil
+	})
+	for _, path := range []string{"/healthz", "/readyz", "/openapi.yaml", "/docs"} {
+		if w := do(s, "GET", path, ""); w.Code != 200 {
+			t.Errorf("%s behind auth: %d", path, w.Code)
+		}
+	}
+}
+
+// TestRefusedInputCallsNoStore: a request refused for its input never
+// reaches the store.
+func TestRefusedInputCallsNoStore(t *testing.T) {
+	cases := []struct {
+		name, method, path, body string
+		headers                  []string
+		status                   int
+	}{
+		{"owners: malformed entry", "POST", "/v1/pins/owners", `{"ids":["` + vecPin + `","nope"]}`, nil, 400},
+		{"owners: a board", "POST", "/v1/pins/owners", `{"ids":["` + vecBoard + `"]}`, nil, 400},
+		{"owners: too many", "POST", "/v1/pins/owners", `{"ids":[` + strings.TrimSuffix(strings.Repeat(`"`+vecPin+`",`, 1001), ",") + `]}`, nil, 400},
+		{"patch: read-only", "PATCH", "/v1/pins/" + vecPin, `{"owner_id":"` + vecUser + `"}`, nil, 400},
+		{"patch: bad JSON", "PATCH", "/v1/pins/" + vecPin, `{"description":`, nil, 400},
+		{"patch: bad If-Match", "PATCH", "/v1/pins/" + vecPin, `{"description":"x"}`, []string{"If-Match", "3"}, 400},
+		{"patch: weak If-Match", "PATCH", "/v1/pins/" + vecPin, `{"description":"x"}`, []string{"If-Match", `W/"3"`}, 412},
+		{"patch: media type", "PATCH", "/v1/pins/" + vecPin, `{"description":"x"}`, []string{"Content-Type", "text/plain"}, 415},
+		{"create: too large", "POST", "/v1/pins", `{"board_id":"` + vecBoard + `","description":"` + strings.Repeat("x", 65<<10) + `"}`, nil, 413},
+		{"create: data too large", "POST", "/v1/pins", `{"board_id":"` + vecBoard + `","data":{"x":"` + strings.Repeat("x", 9<<10) + `"}}`, nil, 413},
+		{"create: wrong board type", "POST", "/v1/pins", `{"board_id":"` + vecUser + `"}`, nil, 400},
+		{"list: bad limit", "GET", "/v1/boards/" + vecBoard + "/pins?limit=0", "", nil, 400},
+		{"list: wrong type", "GET", "/v1/boards/" + vecPin + "/pins", "", nil, 404},
+		{"move: two anchors", "PUT", "/v1/boards/" + vecBoard + "/pins/" + vecPin + "/position", `{"before":"68719476737","after":"68719476738"}`, nil, 400},
+		{"follow: self", "PUT", "/v1/users/" + vecUser + "/following/" + vecUser, "", nil, 400},
+		{"multi-get: malformed", "GET", "/v1/pins?ids=1,x", "", nil, 400},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := &fakeStore{}
+			s, _, _ := newTestServer(t, st)
+			w := do(s, c.method, c.path, c.body, c.headers...)
+			if w.Code != c.status {
+				t.Fatalf("status %d, want %d: %s", w.Code, c.status, w.Body)
+			}
+			problemOf(t, w)
+			if len(st.calls) > 0 {
+				t.Fatalf("the store was called: %v", st.calls)
+			}
+		})
+	}
+}
+
+func TestPatchRunsInsideUpdate(t *testing.T) {
+	stored := []byte(`{"board_id":"` + vecBoard + `","owner_id":"` + vecUser + `","description":"old","active":true}`)
+	var gotVersion int64
+	st := &fakeStore{update: func(_ context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func([]byte) ([]byte, error)) (model.Object, error) {
+		gotVersion = ifVersion
+		doc, err := mutate(stored)
+		if err != nil {
+			return model.Object{}, err
+		}
+		return model.Object{ID: id, Type: typ, Version: 4, Doc: doc, CreatedAt: time.Unix(0, 0), UpdatedAt: time.Unix(1, 0)}, nil
+	}}
+	s, _, _ := newTestServer(t, st)
+	w := do(s, "PATCH", "/v1/pins/"+vecPin, `{"description":"new","data":{"k":1}}`, "Content-Type", "application/merge-patch+json", "If-Match", `"3"`)
+	if w.Code != 200 || w.Header().Get("ETag") != `"4"` || gotVersion != 3 {
+		t.Fatalf("%d ETag %q ifVersion %d: %s", w.Code, w.Header().Get("ETag"), gotVersion, w.Body)
+	}
+	var p Pin
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Description != "new" || string(p.Data) != `{"k":1}` || p.OwnerID != vecUser || p.UpdatedAt != "1970-01-01T00:00:01Z" {
+		t.Fatalf("%+v", p)
+	}
+	if strings.Contains(w.Body.String(), "active") {
+		t.Fatalf("active exposed: %s", w.Body)
+	}
+	// A patch that fails validation inside the transaction is a 400.
+	w = do(s, "PATCH", "/v1/pins/"+vecPin, `{"link":"`+strings.Repeat("x", 3000)+`"}`)
+	if w.Code != 400 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+}
+
+func TestListSkipsGoneObjects(t *testing.T) {
+	st := &fakeStore{
+		list: func(_ context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error) {
+			if m != model.BoardPins || p.Limit != 2 || !p.Desc {
+				t.Errorf("List(%v, %+v)", m, p)
+			}
+			return model.List{Entries: []model.Entry{{To: 68719476738}, {To: 68719476737}}, NextCursor: "next", Count: 7}, nil
+		},
+		getMany: func(_ context.Context, ids []uint64, typ idcodec.Type) ([]model.Object, error) {
+			if len(ids) != 2 || typ != idcodec.TypePin {
+				t.Errorf("GetMany(%v, %v)", ids, typ)
+			}
+			return []model.Object{{ID: 68719476737, Type: idcodec.TypePin, Version: 1, Doc: []byte(`{"board_id":"` + vecBoard + `","owner_id":"` + vecUser + `","active":true}`)}}, nil
+		},
+	}
+	s, _, _ := newTestServer(t, st)
+	w := do(s, "GET", "/v1/boards/"+vecBoard+"/pins?limit=2", "")
+	if w.Code != 200 {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	var l struct {
+		Items      []Pin  `json:"items"`
+		NextCursor string `json:"next_cursor"`
+		Count      *int64 `json:"count"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &l); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 || l.Items[0].ID != "68719476737" || l.NextCursor != "next" || l.Count == nil || *l.Count != 7 {
+		t.Fatalf("%s", w.Body)
+	}
+}
