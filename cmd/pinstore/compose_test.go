@@ -1,0 +1,108 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/pinstore/pinstore/store"
+)
+
+// composeFile is the part of docker-compose.yml this test reads.
+type composeFile struct {
+	Services map[string]struct {
+		Command     []string          `yaml:"command"`
+		Environment map[string]string `yaml:"environment"`
+		Volumes     []string          `yaml:"volumes"`
+		DependsOn   map[string]any    `yaml:"depends_on"`
+	} `yaml:"services"`
+}
+
+// TestDockerCompose checks what can be checked without a Docker engine:
+// the file parses, the API's environment is configuration pinstore really
+// reads, the shard map it mounts is valid and splits every shard over the
+// two MySQL services, and Redis is configured for the owner cache.
+func TestDockerCompose(t *testing.T) {
+	raw, err := os.ReadFile("../../docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c composeFile
+	if err := yaml.Unmarshal(raw, &c); err != nil {
+		t.Fatalf("docker-compose.yml does not parse: %v", err)
+	}
+	for _, name := range []string{"mysql-a", "mysql-b", "redis", "provision", "api"} {
+		if _, ok := c.Services[name]; !ok {
+			t.Fatalf("no service %q", name)
+		}
+	}
+	api := c.Services["api"]
+	if _, ok := api.DependsOn["provision"]; !ok {
+		t.Fatal("api does not wait for provisioning")
+	}
+	if got := strings.Join(c.Services["provision"].Command, " "); got != "migrate" {
+		t.Fatalf("provision runs %q", got)
+	}
+	if !strings.Contains(strings.Join(c.Services["redis"].Command, " "), "--hash-max-listpack-entries 1024") {
+		t.Fatal("redis is not configured for 1,000-entry owner hashes")
+	}
+	// Mounted files, as the container sees them → the repository's files.
+	mounts := map[string]string{}
+	for _, v := range api.Volumes {
+		parts := strings.Split(v, ":")
+		mounts[parts[1]] = filepath.Join("../..", parts[0])
+	}
+	read := map[string]bool{}
+	getenv := func(k string) string {
+		read[k] = true
+		v := api.Environment[k]
+		if p, ok := mounts[v]; ok {
+			return p
+		}
+		return v
+	}
+	cfg, err := store.ConfigFromEnv(getenv)
+	if err != nil {
+		t.Fatalf("the api's configuration does not load: %v", err)
+	}
+	// Keys the store does not read must be read by serve or auth code.
+	var src strings.Builder
+	for _, pat := range []string{"*.go", "../../auth/*.go", "../../api/*.go"} {
+		files, _ := filepath.Glob(pat)
+		for _, f := range files {
+			if !strings.HasSuffix(f, "_test.go") {
+				b, _ := os.ReadFile(f)
+				src.Write(b)
+			}
+		}
+	}
+	for k := range api.Environment {
+		if !read[k] && !strings.Contains(src.String(), `"`+k+`"`) {
+			t.Errorf("docker-compose sets %s, which pinstore never reads", k)
+		}
+	}
+	m := cfg.Map
+	if m.Shards != 4096 || m.DBName(4095) != "db04095" {
+		t.Fatalf("compose map: %d shards, last %s", m.Shards, m.DBName(m.Shards-1))
+	}
+	hosts := map[string]int{}
+	for s := 0; s < m.Shards; s++ {
+		r, ok := m.RangeOf(s)
+		if !ok {
+			t.Fatalf("shard %d in no range", s)
+		}
+		hosts[r.Host]++
+	}
+	if hosts["mysql-a"] != 2048 || hosts["mysql-b"] != 2048 {
+		t.Fatalf("shards per host: %v", hosts)
+	}
+	for name, h := range m.Hosts {
+		host := strings.TrimSuffix(strings.TrimPrefix(store.HostAddr(h.Master), "tcp("), ":3306)")
+		if _, ok := c.Services[host]; !ok {
+			t.Errorf("map host %s points at %s, which is not a compose service", name, host)
+		}
+	}
+}

@@ -1,0 +1,71 @@
+// Command pinstore runs the pinstore service and its operator tools.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "pinstore:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: pinstore COMMAND [flags]
+
+commands:
+  serve                      run the HTTP API
+  migrate                    create and upgrade every shard database the map names
+  shards                     print the shard map and whether each host answers
+  repair [--dry-run]         find and fix inverse mappings with one side missing
+  move-shards --range A-B --to HOST [--settle D] [--keep-source] [--abort]
+                             move a range of shards to another host of the map
+  id decode ID               print an ID's shard, type and local id as JSON
+  id encode --shard S --type T --local L
+                             print the ID with those parts
+  token mint --user ID [--ttl 24h]
+                             print a user token (signed with PINSTORE_TOKEN_SECRET)
+  token hash [--name N] [--scopes read,write,admin] < secret
+                             print the tokens-file line for a service token's secret
+
+configuration comes from PINSTORE_* environment variables (see README.md)
+`
+
+// run is the whole program: main only adds the process's signals,
+// arguments, environment and standard streams, so tests run it as is.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("no command")
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "serve":
+		return runServe(ctx, rest, getenv, stdout, stderr)
+	case "migrate":
+		return runMigrate(ctx, rest, getenv, stdout, stderr)
+	case "shards":
+		return runShards(ctx, rest, getenv, stdout)
+	case "repair":
+		return runRepair(ctx, rest, getenv, stdout, stderr)
+	case "move-shards":
+		return runMoveShards(ctx, rest, getenv, stdout, stderr)
+	case "id":
+		return runID(rest, stdout)
+	case "token":
+		return runToken(rest, getenv, os.Stdin, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", cmd)
+}

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store"
+)
+
+// runMoveShards is `pinstore move-shards --range A-B --to HOST`: it moves
+// the shard databases of the range to HOST, rewriting the shard map file
+// (PINSTORE_SHARD_MAP) as it goes; running servers follow the file
+// (WatchMap). Killed at any point, the same command finishes the move;
+// with --abort it rolls back a move that has not switched yet. The state
+// of a move in progress is the lock file <map file>.move (see store.MoveShards).
+func runMoveShards(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("move-shards", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	rng := fs.String("range", "", "shards to move, FIRST-LAST inclusive (required)")
+	to := fs.String("to", "", "target host, as the shard map names it (required)")
+	settle := fs.Duration("settle", 0, "wait after each map change before relying on every server having it (default: PINSTORE_MAP_POLL + query timeout + 2s)")
+	keep := fs.Bool("keep-source", false, "leave the source databases in place after the switch (stale copies; drop them by hand)")
+	abort := fs.Bool("abort", false, "roll back the move in progress (before its switch): range writable on its source, copies on the target dropped")
+	par := fs.Int("parallel", 4, "shards copied at once")
+	batch := fs.Int("batch", 1000, "rows per copy chunk")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("move-shards: unexpected arguments %q", fs.Args())
+	}
+	if *rng == "" || *to == "" {
+		fs.Usage()
+		return errors.New("move-shards: --range and --to are required")
+	}
+	first, last, err := store.ParseShardRange(*rng)
+	if err != nil {
+		return fmt.Errorf("move-shards: --range: %w", err)
+	}
+	if getenv("PINSTORE_SHARD_MAP") == "" {
+		return errors.New("move-shards: PINSTORE_SHARD_MAP must name the shard map file the servers read")
+	}
+	poll, err := store.MapPollFromEnv(getenv)
+	if err != nil {
+		return fmt.Errorf("move-shards: %w", err)
+	}
+	s, err := openStore(ctx, getenv, stderr)
+	if err != nil {
+		return fmt.Errorf("move-shards: %w", err)
+	}
+	defer s.Close()
+	rep, err := s.MoveShards(ctx, store.MoveOptions{
+		First: first, Last: last, To: *to,
+		Settle: *settle, MapPoll: poll, KeepSource: *keep, Abort: *abort,
+		Parallel: *par, Batch: *batch, Progress: stdout,
+	})
+	if err != nil {
+		if !model.IsCode(err, model.EInvalid) && !model.IsCode(err, model.EConflict) || errors.Is(err, context.Canceled) {
+			fmt.Fprintf(stderr, "move-shards: interrupted; run the same command again to finish the move, or add --abort to roll it back (state in %s)\n",
+				store.MoveLockPath(getenv("PINSTORE_SHARD_MAP")))
+		}
+		return err
+	}
+	if rep.Aborted {
+		fmt.Fprintf(stdout, "move-shards: rolled back in %v\n", rep.Total.Round(time.Millisecond))
+		return nil
+	}
+	fmt.Fprintf(stdout, "move-shards: %d shards to %s; copy %v, writes held off %v, total %v; map version %s\n",
+		rep.Shards, rep.To, rep.Copy.Round(time.Millisecond), rep.Held.Round(time.Millisecond), rep.Total.Round(time.Millisecond), rep.MapVersion)
+	return nil
+}

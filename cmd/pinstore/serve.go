@@ -1,0 +1,185 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/pinstore/pinstore/api"
+	"github.com/pinstore/pinstore/store"
+)
+
+// shutdownTimeout bounds the graceful shutdown: requests in flight get this
+// long to finish once the context is cancelled.
+const shutdownTimeout = 15 * time.Second
+
+// runServe is `pinstore serve`: it opens the store, serves the API on
+// --addr until ctx is cancelled, then shuts down gracefully (in-flight
+// requests finish, up to shutdownTimeout) and closes the store. Logs are
+// JSON lines on stderr; the first one after start-up says where it
+// listens ("msg":"listening","addr":…), with the real port when --addr
+// asked for port 0.
+func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	defaultAddr := getenv("PINSTORE_ADDR")
+	if defaultAddr == "" {
+		defaultAddr = ":8080"
+	}
+	addr := fs.String("addr", defaultAddr, "address to listen on (env PINSTORE_ADDR)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
+	}
+	logger, err := serveLogger(getenv("PINSTORE_LOG_LEVEL"), stderr)
+	if err != nil {
+		return err
+	}
+	authMW, err := serveAuth(getenv, *addr, logger) // token.go: refuses to start without tokens
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	cfg, err := store.ConfigFromEnv(getenv)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	cfg.Logger = logger
+	cfg.Registerer = reg
+	st, err := store.Open(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("serve: open store: %w", err)
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			logger.Error("closing the store", "error", err.Error())
+		}
+	}()
+
+	if cfg.MapFile != "" {
+		// The operator edits the map while pinstore runs: poll the file, and
+		// reload at once on SIGHUP. A malformed map is logged and ignored.
+		every, err := store.MapPollFromEnv(getenv)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		go st.WatchMap(ctx, every, logger)
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-hup:
+					if err := st.ReloadFile(); err != nil {
+						logger.Error("shard map reload on SIGHUP failed; the old map stays in force", "error", err.Error())
+					} else {
+						logger.Info("shard map reloaded on SIGHUP", "version", st.MapVersion())
+					}
+				}
+			}
+		}()
+	}
+	if dbg := getenv("PINSTORE_DEBUG_ADDR"); dbg != "" {
+		if err := serveDebug(ctx, dbg, logger); err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+	}
+
+	handler, err := api.New(api.Config{Store: st, Logger: logger, Registry: reg, Limits: cfg.Limits, Auth: authMW})
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		// Request contexts don't derive from ctx: a shutdown lets requests
+		// in flight finish rather than cancelling their queries.
+	}
+	logger.Info("listening", "addr", ln.Addr().String())
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down", "timeout", shutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		_ = srv.Close()
+		return fmt.Errorf("serve: shutdown: %w", err)
+	}
+	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// serveDebug serves net/http/pprof on addr, which must be a loopback
+// address: profiles are for the operator on the machine, not the network.
+func serveDebug(ctx context.Context, addr string, logger *slog.Logger) error {
+	host, _, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err != nil || (host != "localhost" && (ip == nil || !ip.IsLoopback())) {
+		return fmt.Errorf("PINSTORE_DEBUG_ADDR %q must be a loopback address", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	go func() { <-ctx.Done(); _ = srv.Close() }()
+	logger.Info("profiling on", "addr", ln.Addr().String())
+	return nil
+}
+
+// serveLogger is a JSON slog logger at level (debug, info, warn, error;
+// default info).
+func serveLogger(level string, w io.Writer) (*slog.Logger, error) {
+	var l slog.Level
+	if level != "" {
+		if err := l.UnmarshalText([]byte(strings.ToUpper(level))); err != nil {
+			return nil, fmt.Errorf("serve: PINSTORE_LOG_LEVEL: %q is not debug, info, warn or error", level)
+		}
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/store"
+)
+
+// openStore opens the store the environment describes, for operator
+// commands (no Redis needed: they work on MySQL alone).
+func openStore(ctx context.Context, getenv func(string) string, stderr io.Writer) (*store.Store, error) {
+	cfg, err := store.ConfigFromEnv(getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Redis.Disabled = true
+	cfg.CursorSecret = []byte("unused by operator commands")
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return store.Open(ctx, cfg)
+}
+
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	par := fs.Int("per-host", 4, "shards migrated at once on each host")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	s, err := openStore(ctx, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	start := time.Now()
+	if err := s.Migrate(ctx, store.MigrateOptions{PerHost: *par, Progress: stdout}); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "migrate: done in %s\n", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func runShards(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	s, err := openStore(ctx, getenv, io.Discard)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	m := s.Map()
+	fmt.Fprintf(stdout, "%d shards, databases %s … %s\n", m.Shards, m.DBName(0), m.DBName(m.Shards-1))
+	for _, h := range s.Hosts(ctx) {
+		state := "up"
+		if !h.OK {
+			state = "DOWN: " + h.Error
+		}
+		fmt.Fprintf(stdout, "host %-12s %-24s %s\n", h.Name, h.Addr, state)
+		if h.Replica != "" {
+			fmt.Fprintf(stdout, "  replica %s\n", h.Replica)
+		}
+		for _, r := range h.Ranges {
+			fmt.Fprintf(stdout, "  shards %s\n", r)
+		}
+	}
+	return nil
+}
+
+func runRepair(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("repair", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dry := fs.Bool("dry-run", false, "only count broken pairs")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	s, err := openStore(ctx, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	rep, err := s.Repair(ctx, *dry, stderr)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(stdout).Encode(map[string]any{"dry_run": *dry, "pairs": rep})
+}
+
+// idJSON is the printed form of a decoded ID.
+type idJSON struct {
+	ID       string `json:"id"`
+	Shard    uint32 `json:"shard"`
+	Type     uint16 `json:"type"`
+	TypeName string `json:"type_name"`
+	LocalID  uint64 `json:"local_id"`
+}
+
+func runID(args []string, stdout io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("usage: pinstore id decode ID | id encode --shard S --type T --local L")
+	}
+	switch args[0] {
+	case "decode":
+		if len(args) != 2 {
+			return fmt.Errorf("usage: pinstore id decode ID")
+		}
+		id, p, err := idcodec.Parse(args[1])
+		if err != nil {
+			return fmt.Errorf("%q: %w", args[1], err)
+		}
+		if !p.Type.Known() {
+			return fmt.Errorf("%q: unknown type %d", args[1], p.Type)
+		}
+		return json.NewEncoder(stdout).Encode(idJSON{strconv.FormatUint(id, 10), p.Shard, uint16(p.Type), p.Type.String(), p.Local})
+	case "encode":
+		fs := flag.NewFlagSet("id encode", flag.ContinueOnError)
+		shard := fs.Uint64("shard", 0, "shard (0-65535)")
+		typ := fs.String("type", "", "type: pin, board, user, comment, or its number")
+		local := fs.Uint64("local", 0, "local id (1 … 2^36-1)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return err
+		}
+		t, ok := idcodec.ParseType(*typ)
+		if !ok {
+			n, err := strconv.ParseUint(*typ, 10, 16)
+			if err != nil || !idcodec.Type(n).Known() {
+				return fmt.Errorf("--type %q: want pin, board, user, comment or 1-4", *typ)
+			}
+			t = idcodec.Type(n)
+		}
+		if *shard > idcodec.MaxShard {
+			return fmt.Errorf("--shard %d: %w", *shard, idcodec.ErrShardRange)
+		}
+		id, err := idcodec.Encode(uint32(*shard), t, *local)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, id)
+		return nil
+	}
+	return fmt.Errorf("unknown id command %q", args[0])
+}
