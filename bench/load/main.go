@@ -1,0 +1,130 @@
+// Command load is pinstore's load harness: it seeds a data set through the
+// HTTP API, then drives a running pinstore at -conns connections for
+// -duration per scenario, and runs the same logical operations directly
+// against MySQL (and Redis) with the same driver as a baseline, so the
+// cost of the service layer (HTTP, JSON, routing, extra checks) shows as
+// the api ÷ baseline throughput ratio.
+//
+//	go run ./bench/load -addr http://127.0.0.1:8080 -prefix bench_ -shards 64
+//
+// See BENCHMARKS.md ("Load: pinstore vs raw MySQL") for the scenarios,
+// the LinkBench mapping and measured figures.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+)
+
+type config struct {
+	addr        string
+	dsn         string
+	prefix      string
+	shards      int
+	redisAddr   string
+	redisPrefix string
+	conns       int
+	pool        int
+	duration    time.Duration
+	warmup      time.Duration
+	scenarios   []string
+	seedOnly    bool
+	mode        string
+	markdown    string
+	state       string
+	boardPins   int
+}
+
+var allScenarios = []string{"get-pin", "create-pin", "board-page-d0", "board-page-d10k-cursor", "board-page-d10k-offset", "feed-200", "owners-1000", "linkbench"}
+
+func main() {
+	var c config
+	var scen string
+	flag.StringVar(&c.addr, "addr", "http://127.0.0.1:8080", "base URL (or host:port) of a running pinstore")
+	flag.StringVar(&c.dsn, "dsn", "root@tcp(127.0.0.1:3306)/", "MySQL DSN for the baseline (same host the server uses)")
+	flag.StringVar(&c.prefix, "prefix", "db", "shard database prefix (the server's PINSTORE_DB_PREFIX)")
+	flag.IntVar(&c.shards, "shards", 4096, "shard count (the server's PINSTORE_SHARDS)")
+	flag.StringVar(&c.redisAddr, "redis", "127.0.0.1:6379", "Redis address for the owner-cache baseline")
+	flag.StringVar(&c.redisPrefix, "redis-prefix", "pinstore:o:", "owner cache key prefix (the server's PINSTORE_REDIS_PREFIX)")
+	flag.IntVar(&c.conns, "conns", 32, "concurrent connections (workers)")
+	flag.IntVar(&c.pool, "pool", 64, "baseline MySQL pool size (the server's PINSTORE_POOL_SIZE, default 64)")
+	flag.DurationVar(&c.duration, "duration", 10*time.Second, "measured time per scenario and mode")
+	flag.DurationVar(&c.warmup, "warmup", time.Second, "unmeasured warm-up before each measurement")
+	flag.StringVar(&scen, "scenarios", strings.Join(allScenarios, ","), "comma-separated scenarios: "+strings.Join(allScenarios, ","))
+	flag.BoolVar(&c.seedOnly, "seed-only", false, "seed (or load -state) and exit")
+	flag.StringVar(&c.mode, "mode", "both", "api, baseline or both")
+	flag.StringVar(&c.markdown, "markdown", "", "also write the Markdown summary to this file")
+	flag.StringVar(&c.state, "state", "", "seed state JSON: loaded when it exists, written after seeding otherwise")
+	flag.IntVar(&c.boardPins, "board-pins", 10050, "pins on the big board (>= 10050 for depth-10,000 pages)")
+	flag.Parse()
+	if !strings.Contains(c.addr, "://") {
+		c.addr = "http://" + c.addr
+	}
+	c.addr = strings.TrimRight(c.addr, "/")
+	for _, s := range strings.Split(scen, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			c.scenarios = append(c.scenarios, s)
+		}
+	}
+	if c.mode != "api" && c.mode != "baseline" && c.mode != "both" {
+		fmt.Fprintln(os.Stderr, "load: -mode must be api, baseline or both")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if err := run(ctx, c); err != nil {
+		fmt.Fprintln(os.Stderr, "load:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, c config) error {
+	api := newAPIClient(c.addr, c.conns)
+	st, err := loadOrSeed(ctx, c, api)
+	if err != nil {
+		return err
+	}
+	if c.seedOnly {
+		return nil
+	}
+	var base *baseline
+	if c.mode != "api" {
+		if base, err = openBaseline(ctx, c, st); err != nil {
+			return err
+		}
+		defer base.close()
+	}
+	var results []scenarioResult
+	for _, name := range c.scenarios {
+		sc, err := buildScenario(name, c, st, api, base)
+		if err != nil {
+			return err
+		}
+		r := scenarioResult{name: name, note: sc.note}
+		if c.mode != "baseline" {
+			fmt.Fprintf(os.Stderr, "running %s (api) for %s at %d conns…\n", name, c.duration, c.conns)
+			r.api = measure(ctx, c, sc.api)
+			fmt.Fprintln(os.Stderr, "  ", r.api.summary())
+		}
+		if c.mode != "api" {
+			fmt.Fprintf(os.Stderr, "running %s (baseline) for %s at %d conns…\n", name, c.duration, c.conns)
+			r.base = measure(ctx, c, sc.base)
+			fmt.Fprintln(os.Stderr, "  ", r.base.summary())
+		}
+		results = append(results, r)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	md := renderMarkdown(c, results)
+	fmt.Print(md)
+	if c.markdown != "" {
+		return os.WriteFile(c.markdown, []byte(md), 0o644)
+	}
+	return nil
+}

@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// worker is one connection's state: its random source and what its own
+// writes created (so deletes have something to delete).
+type worker struct {
+	id      int
+	rng     *rand.Rand
+	liked   [][2]uint64 // (user, pin) pairs this worker liked
+	created []uint64    // pins this worker created (addnode) and may delete
+}
+
+// opFunc performs one operation and returns the name it is reported under
+// ("" = the scenario's name).
+type opFunc func(ctx context.Context, w *worker) (string, error)
+
+type scenario struct {
+	note string
+	api  opFunc
+	base opFunc
+}
+
+type opStats struct {
+	lat    []time.Duration
+	errors int
+}
+
+type runResult struct {
+	ran      bool
+	elapsed  time.Duration
+	ops      map[string]*opStats
+	total    opStats
+	firstErr string
+}
+
+func (r runResult) opsPerSec() float64 {
+	if r.elapsed <= 0 {
+		return 0
+	}
+	return float64(len(r.total.lat)) / r.elapsed.Seconds()
+}
+
+func pct(lat []time.Duration, p float64) time.Duration {
+	if len(lat) == 0 {
+		return 0
+	}
+	i := int(p*float64(len(lat))+0.5) - 1
+	if i < 0 {
+		i = 0
+	}
+	if i >= len(lat) {
+		i = len(lat) - 1
+	}
+	return lat[i]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/1e6) }
+
+func (r runResult) summary() string {
+	s := fmt.Sprintf("%.0f ops/s  p50 %s ms  p95 %s ms  p99 %s ms  errors %d", r.opsPerSec(),
+		ms(pct(r.total.lat, .50)), ms(pct(r.total.lat, .95)), ms(pct(r.total.lat, .99)), r.total.errors)
+	if r.firstErr != "" {
+		s += "  (first error: " + r.firstErr + ")"
+	}
+	return s
+}
+
+// measure runs op on c.conns workers: c.warmup unmeasured, then c.duration
+// measured. Only successful operations count as throughput; errors are
+// counted separately.
+func measure(ctx context.Context, c config, op opFunc) runResult {
+	res := runResult{ran: true, ops: map[string]*opStats{}}
+	if op == nil {
+		return res
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	start := time.Now()
+	measureFrom := start.Add(c.warmup)
+	stopAt := measureFrom.Add(c.duration)
+	for i := 0; i < c.conns; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			w := &worker{id: i, rng: rand.New(rand.NewPCG(uint64(i)+1, uint64(time.Now().UnixNano())))}
+			local := map[string]*opStats{}
+			var firstErr string
+			for ctx.Err() == nil {
+				t0 := time.Now()
+				if t0.After(stopAt) {
+					break
+				}
+				name, err := op(ctx, w)
+				d := time.Since(t0)
+				if t0.Before(measureFrom) {
+					continue
+				}
+				st := local[name]
+				if st == nil {
+					st = &opStats{}
+					local[name] = st
+				}
+				if err != nil {
+					st.errors++
+					if firstErr == "" {
+						firstErr = name + ": " + err.Error()
+					}
+					continue
+				}
+				st.lat = append(st.lat, d)
+			}
+			mu.Lock()
+			for k, v := range local {
+				dst := res.ops[k]
+				if dst == nil {
+					dst = &opStats{}
+					res.ops[k] = dst
+				}
+				dst.lat = append(dst.lat, v.lat...)
+				dst.errors += v.errors
+			}
+			if res.firstErr == "" {
+				res.firstErr = firstErr
+			}
+			mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	res.elapsed = c.duration
+	if end := time.Since(measureFrom); end < c.duration {
+		res.elapsed = end
+	}
+	for _, v := range res.ops {
+		sort.Slice(v.lat, func(i, j int) bool { return v.lat[i] < v.lat[j] })
+		res.total.lat = append(res.total.lat, v.lat...)
+		res.total.errors += v.errors
+	}
+	sort.Slice(res.total.lat, func(i, j int) bool { return res.total.lat[i] < res.total.lat[j] })
+	return res
+}
+
+type scenarioResult struct {
+	name string
+	note string
+	api  runResult
+	base runResult
+}
+
+func hostInfo() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d CPUs (runtime.NumCPU)", runtime.NumCPU())
+	if raw, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(raw), "\n") {
+			if strings.HasPrefix(l, "MemTotal:") {
+				fmt.Fprintf(&b, ", %s", strings.Join(strings.Fields(l), " "))
+			}
+		}
+	}
+	return b.String()
+}
+
+func cell(r runResult) (string, string) {
+	if !r.ran {
+		return "–", "–"
+	}
+	return fmt.Sprintf("%.0f", r.opsPerSec()), fmt.Sprintf("%s / %s / %s", ms(pct(r.total.lat, .5)), ms(pct(r.total.lat, .95)), ms(pct(r.total.lat, .99)))
+}
+
+func renderMarkdown(c config, results []scenarioResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nRun %s: %s; -conns %d, -duration %s (after %s warm-up), -shards %d, -prefix %s, mode %s.\n\n",
+		time.Now().UTC().Format(time.RFC3339), hostInfo(), c.conns, c.duration, c.warmup, c.shards, c.prefix, c.mode)
+	b.WriteString("| scenario | api ops/s | api p50 / p95 / p99 ms | baseline ops/s | baseline p50 / p95 / p99 ms | api ÷ baseline | errors api/base |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, r := range results {
+		ao, al := cell(r.api)
+		bo, bl := cell(r.base)
+		ratio := "–"
+		if r.api.ran && r.base.ran && r.base.opsPerSec() > 0 {
+			ratio = fmt.Sprintf("%.2f", r.api.opsPerSec()/r.base.opsPerSec())
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d/%d |\n", r.name, ao, al, bo, bl, ratio, r.api.total.errors, r.base.total.errors)
+	}
+	for _, r := range results {
+		if len(r.api.ops) <= 1 && len(r.base.ops) <= 1 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n%s by operation (share of completed ops; p50 / p99 ms):\n\n", r.name)
+		b.WriteString("| op | api share | api p50 / p99 | baseline share | baseline p50 / p99 |\n| --- | ---: | ---: | ---: | ---: |\n")
+		names := map[string]bool{}
+		for k := range r.api.ops {
+			names[k] = true
+		}
+		for k := range r.base.ops {
+			names[k] = true
+		}
+		var keys []string
+		for k := range names {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		one := func(rr runResult, k string) (string, string) {
+			st := rr.ops[k]
+			if st == nil || len(rr.total.lat) == 0 {
+				return "–", "–"
+			}
+			return fmt.Sprintf("%.2f%%", 100*float64(len(st.lat))/float64(len(rr.total.lat))), ms(pct(st.lat, .5)) + " / " + ms(pct(st.lat, .99))
+		}
+		for _, k := range keys {
+			as, al := one(r.api, k)
+			bs, bl := one(r.base, k)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", k, as, al, bs, bl)
+		}
+	}
+	var notes []string
+	for _, r := range results {
+		if r.api.firstErr != "" {
+			notes = append(notes, fmt.Sprintf("- %s api first error: %s", r.name, r.api.firstErr))
+		}
+		if r.base.firstErr != "" {
+			notes = append(notes, fmt.Sprintf("- %s baseline first error: %s", r.name, r.base.firstErr))
+		}
+	}
+	if len(notes) > 0 {
+		b.WriteString("\nErrors:\n\n" + strings.Join(notes, "\n") + "\n")
+	}
+	return b.String()
+}

@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// linkbench is the LinkBench operation mix (Armstrong et al., SIGMOD 2013,
+// the default workload's shares) mapped onto pinstore; see BENCHMARKS.md.
+var linkbench = []struct {
+	name   string
+	weight float64
+}{
+	{"getlinklist", 50.71}, {"getnode", 12.93}, {"addlink", 8.99}, {"updatelink", 8.01},
+	{"updatenode", 7.37}, {"countlink", 4.89}, {"deletelink", 2.99}, {"addnode", 2.57},
+	{"deletenode", 1.01}, {"getlink", 0.53},
+}
+
+func pickLinkbench(w *worker) string {
+	x := w.rng.Float64() * 100
+	for _, o := range linkbench {
+		if x < o.weight {
+			return o.name
+		}
+		x -= o.weight
+	}
+	return linkbench[0].name
+}
+
+// picks shared by the api and baseline sides, so both see the same
+// distribution of ids.
+type picks struct{ st *State }
+
+func (p picks) pin(w *worker) uint64 { return p.st.Pins[w.rng.IntN(len(p.st.Pins))] }
+
+// listUser: a user whose followers are listed; one in five is heavily
+// followed (≈ 255 followers, so the page is full), the rest are random.
+func (p picks) listUser(w *worker) uint64 {
+	if w.rng.IntN(5) == 0 {
+		return p.st.Users[p.st.Heavy[w.rng.IntN(len(p.st.Heavy))]]
+	}
+	return p.st.Users[w.rng.IntN(len(p.st.Users))]
+}
+
+func (p picks) user(w *worker) uint64 { return p.st.Users[w.rng.IntN(len(p.st.Users))] }
+
+// sink is the board (and its owner) a create-pin goes to.
+func (p picks) sink(w *worker) (board, owner uint64) {
+	i := p.st.Others[w.rng.IntN(len(p.st.Others))]
+	return p.st.Boards[i], p.st.Users[i]
+}
+
+// move: a followee's board and two distinct pins of it (item, anchor).
+func (p picks) move(w *worker) (board, item, anchor uint64) {
+	i := p.st.Followees[w.rng.IntN(len(p.st.Followees))]
+	ps := p.st.BoardPins[i]
+	a := w.rng.IntN(len(ps))
+	b := (a + 1 + w.rng.IntN(len(ps)-1)) % len(ps)
+	return p.st.Boards[i], ps[a], ps[b]
+}
+
+// ownerBatches are precomputed sets of 1,000 distinct seeded pins.
+func ownerBatches(st *State, n int) [][]uint64 {
+	rng := rand.New(rand.NewPCG(7, 7))
+	out := make([][]uint64, n)
+	for i := range out {
+		perm := rng.Perm(len(st.Pins))[:1000]
+		for _, j := range perm {
+			out[i] = append(out[i], st.Pins[j])
+		}
+	}
+	return out
+}
+
+func idStr(id uint64) string { return strconv.FormatUint(id, 10) }
+
+func pinBody(board uint64, n int) []byte {
+	b, _ := json.Marshal(map[string]string{
+		"board_id":    idStr(board),
+		"link":        fmt.Sprintf("https://example.com/new/%d", n),
+		"description": "Pin created under load by the harness, with a realistic description",
+		"image_url":   fmt.Sprintf("https://img.example.com/new/%d.jpg", n),
+	})
+	return b
+}
+
+func buildScenario(name string, c config, st *State, a *apiClient, base *baseline) (scenario, error) {
+	p := picks{st}
+	var sc scenario
+	get := func(path string) func(ctx context.Context) error {
+		return func(ctx context.Context) error { return a.do(ctx, http.MethodGet, path, "", nil, nil) }
+	}
+	switch name {
+	case "get-pin":
+		sc.note = "GET /v1/pins/{id}, random seeded pin"
+		sc.api = func(ctx context.Context, w *worker) (string, error) {
+			return name, a.do(ctx, http.MethodGet, "/v1/pins/"+idStr(p.pin(w)), "", nil, nil)
+		}
+		if base != nil {
+			sc.base = func(ctx context.Context, w *worker) (string, error) { return name, base.getPin(ctx, p.pin(w)) }
+		}
+	case "create-pin":
+		sc.note = "POST /v1/pins on one of 58 boards"
+		sc.api = func(ctx context.Context, w *worker) (string, error) {
+			b, _ := p.sink(w)
+			return name, a.do(ctx, http.MethodPost, "/v1/pins", "application/json", pinBody(b, w.rng.IntN(1e9)), nil)
+		}
+		if base != nil {
+			sc.base = func(ctx context.Context, w *worker) (string, error) {
+				b, o := p.sink(w)
+				_, err := base.createPin(ctx, b, o)
+				return name, err
+			}
+		}
+	case "board-page-d0":
+		sc.note = "GET /v1/boards/{big}/pins?limit=50 (first page)"
+		f := get(fmt.Sprintf("/v1/boards/%d/pins?limit=50", st.BigBoard))
+		sc.api = func(ctx context.Context, w *worker) (string, error) { return name, f(ctx) }
+		if base != nil {
+			sc.base = func(ctx context.Context, w *worker) (string, error) {
+				return name, base.boardPage(ctx, st.BigBoard, nil, 0)
+			}
+		}
+	case "board-page-d10k-cursor":
+		if st.Cursor10k == "" {
+			return sc, fmt.Errorf("%s: the seeded board has no depth-10,000 cursor", name)
+		}
+		sc.note = "same, cursor of position 10,000"
+		f := get(fmt.Sprintf("/v1/boards/%d/pins?limit=50&cursor=%s", st.BigBoard, url.QueryEscape(st.Cursor10k)))
+		sc.api = func(ctx context.Context, w *worker) (string, error) { return name, f(ctx) }
+		if base != nil {
+			pos := &keyPos{st.Depth10kSeq, st.Depth10kTo}
+			sc.base = func(ctx context.Context, w *worker) (string, error) {
+				return name, base.boardPage(ctx, st.BigBoard, pos, 0)
+			}
+		}
+	case "board-page-d10k-offset":
+		sc.note = "same, offset=10000"
+		f := get(fmt.Sprintf("/v1/boards/%d/pins?limit=50&offset=10000", st.BigBoard))
+		sc.api = func(ctx context.Context, w *worker) (string, error) { return name, f(ctx) }
+		if base != nil {
+			sc.base = func(ctx context.Context, w *worker) (string, error) {
+				return name, base.boardPage(ctx, st.BigBoard, nil, 10000)
+			}
+		}
+	case "feed-200":
+		sc.note = "GET /v1/users/{feeder}/feed?limit=50, 200 followees × 5 pins"
+		f := get(fmt.Sprintf("/v1/users/%d/feed?limit=50", st.Feeder))
+		sc.api = func(ctx context.Context, w *worker) (string, error) { return name, f(ctx) }
+		if base != nil {
+			sc.base = func(ctx context.Context, w *worker) (string, error) { return name, base.feed(ctx, st.Feeder) }
+		}
+	case "owners-1000":
+		sc.note = "POST /v1/pins/owners, 1,000 random pins (Redis warm)"
+		batches := ownerBatches(st, 16)
+		bodies := make([][]byte, len(batches))
+		for i, b := range batches {
+			ids := make([]string, len(b))
+			for j, id := range b {
+				ids[j] = idStr(id)
+			}
+			bodies[i], _ = json.Marshal(map[string]any{"ids": ids})
+		}
+		sc.api = func(ctx context.Context, w *worker) (string, error) {
+			return name, a.do(ctx, http.MethodPost, "/v1/pins/owners", "application/json", bodies[w.rng.IntN(len(bodies))], nil)
+		}
+		if base != nil {
+			sc.base = func(ctx context.Context, w *worker) (string, error) {
+				return name, base.owners(ctx, batches[w.rng.IntN(len(batches))])
+			}
+		}
+	case "linkbench":
+		sc.note = "LinkBench mix, see mapping"
+		sc.api = func(ctx context.Context, w *worker) (string, error) {
+			op := pickLinkbench(w)
+			return op, apiLinkbench(ctx, a, p, w, op)
+		}
+		if base != nil {
+			sc.base = func(ctx context.Context, w *worker) (string, error) {
+				op := pickLinkbench(w)
+				return op, base.linkbench(ctx, p, w, op)
+			}
+		}
+	default:
+		return sc, fmt.Errorf("unknown scenario %q (have %v)", name, allScenarios)
+	}
+	return sc, nil
+}
+
+func apiLinkbench(ctx context.Context, a *apiClient, p picks, w *worker, op string) error {
+	switch op {
+	case "getlinklist": // a user's followers, first page of 50 with the user objects
+		return a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/users/%d/followers?limit=50", p.listUser(w)), "", nil, nil)
+	case "getnode":
+		return a.do(ctx, http.MethodGet, "/v1/pins/"+idStr(p.pin(w)), "", nil, nil)
+	case "addlink": // like a pin
+		u, pin := p.user(w), p.pin(w)
+		if err := a.do(ctx, http.MethodPut, fmt.Sprintf("/v1/users/%d/likes/%d", u, pin), "", nil, nil); err != nil {
+			return err
+		}
+		w.liked = append(w.liked, [2]uint64{u, pin})
+		return nil
+	case "updatelink": // move a pin within its board
+		b, item, anchor := p.move(w)
+		body := []byte(`{"after":"` + idStr(anchor) + `"}`)
+		return a.do(ctx, http.MethodPut, fmt.Sprintf("/v1/boards/%d/pins/%d/position", b, item), "application/json", body, nil)
+	case "updatenode": // JSON merge patch of a pin
+		body := []byte(`{"description":"edited under load ` + strconv.Itoa(w.rng.IntN(1e6)) + `"}`)
+		return a.do(ctx, http.MethodPatch, "/v1/pins/"+idStr(p.pin(w)), "application/merge-patch+json", body, nil)
+	case "countlink": // the smallest request that returns a list's count
+		return a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/users/%d/followers?limit=1", p.listUser(w)), "", nil, nil)
+	case "deletelink": // unlike one of this worker's likes (or a random pair)
+		u, pin := p.user(w), p.pin(w)
+		if n := len(w.liked); n > 0 {
+			u, pin = w.liked[n-1][0], w.liked[n-1][1]
+			w.liked = w.liked[:n-1]
+		}
+		return a.do(ctx, http.MethodDelete, fmt.Sprintf("/v1/users/%d/likes/%d", u, pin), "", nil, nil)
+	case "addnode":
+		b, _ := p.sink(w)
+		var c created
+		if err := a.do(ctx, http.MethodPost, "/v1/pins", "application/json", pinBody(b, w.rng.IntN(1e9)), &c); err != nil {
+			return err
+		}
+		id, _ := strconv.ParseUint(c.ID, 10, 64)
+		w.created = append(w.created, id)
+		return nil
+	case "deletenode": // delete a pin this worker created; create one first if none
+		if len(w.created) == 0 {
+			if err := apiLinkbench(ctx, a, p, w, "addnode"); err != nil {
+				return err
+			}
+		}
+		id := w.created[len(w.created)-1]
+		w.created = w.created[:len(w.created)-1]
+		return a.do(ctx, http.MethodDelete, "/v1/pins/"+idStr(id), "", nil, nil)
+	case "getlink": // the pin → owner link of one pin
+		return a.do(ctx, http.MethodPost, "/v1/pins/owners", "application/json", []byte(`{"ids":["`+idStr(p.pin(w))+`"]}`), nil)
+	}
+	return fmt.Errorf("unknown op %s", op)
+}
