@@ -108,6 +108,10 @@ func (f *fakeStore) Owners(ctx context.Context, pins []uint64) (map[uint64]uint6
 	}
 	return nil, unset("Owners")
 }
+func (f *fakeStore) ShardMapInfo(ctx context.Context) model.ShardMapInfo {
+	f.note("ShardMapInfo")
+	return model.ShardMapInfo{}
+}
 func (f *fakeStore) Ready(ctx context.Context) []model.Health {
 	f.note("Ready")
 	if f.ready != nil {

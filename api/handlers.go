@@ -459,6 +459,16 @@ func (s *Server) decodeID(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, IDInfo{ID: idString(id), Shard: p.Shard, Type: uint16(p.Type), TypeName: p.Type.String(), LocalID: p.Local})
 }
 
+// shardMap: GET /v1/admin/shard-map, the map this server routes by, its
+// version and each host's health, so an operator can see that every server
+// has picked up an edited map.
+func (s *Server) shardMap(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+	defer cancel()
+	w.Header().Set("Cache-Control", "no-store")
+	return writeJSON(w, http.StatusOK, s.store.ShardMapInfo(ctx))
+}
+
 // healthz: the process is up.
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")

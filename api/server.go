@@ -176,6 +176,8 @@ func (s *Server) routes(auth func(http.Handler) http.Handler) chi.Router {
 		r.Delete("/v1/comments/{id}", s.handle(s.deleteObject(typeComment)))
 
 		r.Get("/v1/ids/{id}", s.handle(s.decodeID))
+
+		r.Get("/v1/admin/shard-map", s.handle(s.shardMap)) // scope admin (authz.go)
 	})
 	return r
 }

@@ -62,4 +62,7 @@ type Store interface {
 
 	// Ready checks every host and Redis; the error names what is down.
 	Ready(ctx context.Context) []model.Health
+	// ShardMapInfo describes the shard map in force, with each host's
+	// health; never a DSN.
+	ShardMapInfo(ctx context.Context) model.ShardMapInfo
 }

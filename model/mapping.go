@@ -1,6 +1,10 @@
 package model
 
-import "github.com/pinstore/pinstore/idcodec"
+import (
+	"time"
+
+	"github.com/pinstore/pinstore/idcodec"
+)
 
 // Mapping names one of the one-way, ordered lists between objects. A
 // mapping row lives on the shard of its from id. A mapping with an inverse
@@ -120,4 +124,34 @@ type Health struct {
 	Name  string `json:"name"`            // "mysql:<host name>" or "redis"
 	OK    bool   `json:"ok"`              // it answered in time
 	Error string `json:"error,omitempty"` // safe to show: no DSN, no password
+}
+
+// ShardMapInfo is the shard map a server routes by, as the admin route
+// shows it: no DSN, no password.
+type ShardMapInfo struct {
+	Version  string      `json:"version"`   // short hash of the map's canonical form
+	Source   string      `json:"source"`    // the map file, or "PINSTORE_MYSQL_DSN"
+	LoadedAt time.Time   `json:"loaded_at"` // when this version was put in force
+	Shards   int         `json:"shards"`    // logical shard count
+	DBPrefix string      `json:"db_prefix"` // shard N is database <prefix><N as %05d>
+	Hosts    []HostInfo  `json:"hosts"`     // sorted by name
+	Ranges   []RangeInfo `json:"ranges"`    // in shard order
+}
+
+// HostInfo is one physical MySQL host of the map and whether it answers.
+type HostInfo struct {
+	Name    string `json:"name"`
+	Addr    string `json:"addr"`              // host:port of the master
+	Replica string `json:"replica,omitempty"` // host:port of the replica, if any
+	OK      bool   `json:"ok"`
+	Error   string `json:"error,omitempty"`
+}
+
+// RangeInfo is one inclusive range of shards and where it lives.
+type RangeInfo struct {
+	First    int    `json:"first"`
+	Last     int    `json:"last"`
+	Host     string `json:"host"`
+	Open     bool   `json:"open"`      // new users may be placed here
+	ReadOnly bool   `json:"read_only"` // writes refused (being moved)
 }

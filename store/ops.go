@@ -78,6 +78,33 @@ func (s *Store) Hosts(ctx context.Context) []HostStatus {
 	return out
 }
 
+// ShardMapInfo describes the shard map in force and pings its hosts, for
+// the admin route. It carries host addresses, never DSNs.
+func (s *Store) ShardMapInfo(ctx context.Context) model.ShardMapInfo {
+	t := s.topo.Load()
+	info := model.ShardMapInfo{
+		Version:  t.m.Version(),
+		Source:   s.cfg.MapFile,
+		LoadedAt: t.loaded,
+		Shards:   t.m.Shards,
+		DBPrefix: t.m.DBPrefix,
+		Hosts:    []model.HostInfo{},
+		Ranges:   make([]model.RangeInfo, 0, len(t.m.Ranges)),
+	}
+	if info.Source == "" {
+		info.Source = "PINSTORE_MYSQL_DSN"
+	}
+	for _, h := range s.Hosts(ctx) {
+		info.Hosts = append(info.Hosts, model.HostInfo{Name: h.Name, Addr: h.Addr, Replica: h.Replica, OK: h.OK, Error: h.Error})
+	}
+	sort.Slice(info.Hosts, func(i, j int) bool { return info.Hosts[i].Name < info.Hosts[j].Name })
+	for _, r := range t.m.Ranges {
+		info.Ranges = append(info.Ranges, model.RangeInfo{First: r.First, Last: r.Last, Host: r.Host, Open: r.IsOpen(), ReadOnly: r.ReadOnly})
+	}
+	sort.Slice(info.Ranges, func(i, j int) bool { return info.Ranges[i].First < info.Ranges[j].First })
+	return info
+}
+
 // Owners returns the owner of each live pin among pins: from the Redis
 // cache, and for misses from MySQL (one query per host), filling the
 // cache. Unknown or deleted pins are absent from the result.

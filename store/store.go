@@ -149,6 +149,7 @@ type topology struct {
 	hosts  []*host  // distinct, sorted by name
 	names  []string // index = shard: database name
 	open   []int    // shards open for new users
+	loaded time.Time
 }
 
 // Open connects to every host of cfg.Map (lazily: a host that is down fails
@@ -221,7 +222,7 @@ func (s *Store) Reload(m *ShardMap) error {
 }
 
 func (s *Store) build(m *ShardMap) (*topology, error) {
-	t := &topology{m: m, shards: make([]*host, m.Shards), ro: make([]bool, m.Shards), names: make([]string, m.Shards)}
+	t := &topology{m: m, shards: make([]*host, m.Shards), ro: make([]bool, m.Shards), names: make([]string, m.Shards), loaded: time.Now().UTC()}
 	byName := map[string]*host{}
 	for name, spec := range m.Hosts {
 		db, err := s.pool(spec.Master)

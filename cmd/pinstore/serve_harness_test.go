@@ -8,6 +8,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +26,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
+	_ "github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
 	pinstore "github.com/pinstore/pinstore"
@@ -46,6 +50,8 @@ type server struct {
 	client *http.Client
 	logs   *logLines
 	stop   func() error // cancels serve's context and waits for it to return
+	dsn    string       // the MariaDB the server uses, naming no database ("root@tcp(127.0.0.1:3306)/")
+	prefix string       // the server's private database-name prefix: its shards are prefix+"%05d"
 }
 
 // logLines collects the server's JSON log lines and reports the address
@@ -172,7 +178,7 @@ func startServerEnv(t *testing.T, extra map[string]string) *server {
 	})
 
 	base := "http://" + addr
-	return &server{t: t, base: base, client: &http.Client{Timeout: 30 * time.Second, Transport: newSpecTransport(t, base)}, logs: logs, stop: stop}
+	return &server{t: t, base: base, client: &http.Client{Timeout: 30 * time.Second, Transport: newSpecTransport(t, base)}, logs: logs, stop: stop, dsn: dsn, prefix: env["PINSTORE_DB_PREFIX"]}
 }
 
 func dropRedisKeys(t *testing.T, addr, prefix string) {
@@ -293,7 +299,7 @@ func (s *specTransport) check(req *http.Request, reqBody []byte, resp *http.Resp
 	if err := openapi3filter.ValidateResponse(ctx, in); err != nil {
 		t.Errorf("%s: response %d does not match openapi.yaml: %v\nbody: %s", what, resp.StatusCode, err, truncate(body))
 	}
-	if resp.StatusCode >= 400 {
+	if resp.StatusCode >= 400 && route.Path != "/readyz" { // a 503 readiness report is a Readiness body
 		s.checkProblem(what, resp, body)
 	}
 	if resp.StatusCode < 300 {
@@ -551,3 +557,82 @@ func (s *server) count(path string) int64 {
 	}
 	return *l.Count
 }
+
+// tableState is what dbState records of one table.
+type tableState struct {
+	Rows     int64
+	Checksum sql.NullInt64 // CHECKSUM TABLE: NULL only for a table that is gone
+}
+
+// dbState returns the row count and CHECKSUM TABLE of every table of the
+// server's shard databases (every database named with its private
+// prefix), keyed "database.table". It fails the test when there are no
+// such tables, so an empty state can never compare equal by accident.
+func (s *server) dbState() map[string]tableState {
+	s.t.Helper()
+	db, err := sqlx.Open("mysql", s.dsn)
+	if err != nil {
+		s.t.Fatalf("open %s: %v", s.dsn, err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var tables []struct {
+		Schema string `db:"TABLE_SCHEMA"`
+		Name   string `db:"TABLE_NAME"`
+	}
+	// The prefix holds "_", a LIKE wildcard: filter by it exactly below.
+	if err := sqlx.SelectContext(ctx, db, &tables, "SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' ORDER BY TABLE_SCHEMA, TABLE_NAME"); err != nil {
+		s.t.Fatalf("list tables: %v", err)
+	}
+	state := map[string]tableState{}
+	schemas := map[string]bool{}
+	for _, tb := range tables {
+		if !strings.HasPrefix(tb.Schema, s.prefix) {
+			continue
+		}
+		schemas[tb.Schema] = true
+		name := quoteIdent(tb.Schema) + "." + quoteIdent(tb.Name)
+		var st tableState
+		if err := db.GetContext(ctx, &st.Rows, "SELECT COUNT(*) FROM "+name); err != nil {
+			s.t.Fatalf("count %s: %v", name, err)
+		}
+		var table string
+		if err := db.QueryRowContext(ctx, "CHECKSUM TABLE "+name).Scan(&table, &st.Checksum); err != nil {
+			s.t.Fatalf("checksum %s: %v", name, err)
+		}
+		state[tb.Schema+"."+tb.Name] = st
+	}
+	if len(schemas) != e2eShards || len(state) == 0 {
+		s.t.Fatalf("found %d tables in %d databases named %s*, want tables in %d shard databases", len(state), len(schemas), s.prefix, e2eShards)
+	}
+	return state
+}
+
+// requireSameDB fails the test unless two dbStates are equal, naming every
+// table that differs.
+func (s *server) requireSameDB(before, after map[string]tableState) {
+	s.t.Helper()
+	var diffs []string
+	for name, b := range before {
+		a, ok := after[name]
+		switch {
+		case !ok:
+			diffs = append(diffs, fmt.Sprintf("%s: gone (had %d rows)", name, b.Rows))
+		case a != b:
+			diffs = append(diffs, fmt.Sprintf("%s: %d rows, checksum %v; now %d rows, checksum %v", name, b.Rows, b.Checksum.Int64, a.Rows, a.Checksum.Int64))
+		}
+	}
+	for name := range after {
+		if _, ok := before[name]; !ok {
+			diffs = append(diffs, name+": new table")
+		}
+	}
+	if len(diffs) > 0 {
+		slices.Sort(diffs)
+		s.t.Fatalf("the shard databases changed:\n%s", strings.Join(diffs, "\n"))
+	}
+}
+
+// quoteIdent quotes a MySQL identifier.
+func quoteIdent(s string) string { return "`" + strings.ReplaceAll(s, "`", "``") + "`" }
