@@ -32,28 +32,19 @@ func objectPath(o model.Object) string {
 
 // writeObject writes one object with its ETag; on 201 also its Location.
 func writeObject(w http.ResponseWriter, status int, o model.Object) error {
-	p, err := Payload(o)
+	bp := bufPool.Get().(*[]byte)
+	b, err := appendObject((*bp)[:0], o)
 	if err != nil {
+		bufPool.Put(bp)
 		return err
 	}
+	*bp = append(b, '\n')
 	w.Header().Set("ETag", etag(o.Version))
 	if status == http.StatusCreated {
 		w.Header().Set("Location", objectPath(o))
 	}
-	return writeJSON(w, status, p)
-}
-
-// payloads converts objects to their wire forms.
-func payloads(objs []model.Object) ([]any, error) {
-	items := make([]any, 0, len(objs))
-	for _, o := range objs {
-		p, err := Payload(o)
-		if err != nil {
-			return nil, err
-		}
-		items = append(items, p)
-	}
-	return items, nil
+	writeBytes(w, status, bp)
+	return nil
 }
 
 // createUser: POST /v1/users.
@@ -237,20 +228,31 @@ func (s *Server) getMany(typ idcodec.Type) handlerFunc {
 		for _, o := range objs {
 			byID[idString(o.ID)] = o
 		}
-		resp := ManyResponse{Items: make([]any, 0, len(objs)), NotFound: []string{}}
+		found := make([]model.Object, 0, len(objs))
+		notFound := []string{}
 		for _, key := range order {
 			o, ok := byID[key]
 			if !ok { // unknown, deleted, or of another type
-				resp.NotFound = append(resp.NotFound, key)
+				notFound = append(notFound, key)
 				continue
 			}
-			p, err := Payload(o)
-			if err != nil {
-				return err
-			}
-			resp.Items = append(resp.Items, p)
+			found = append(found, o)
 		}
-		return writeJSON(w, http.StatusOK, resp)
+		bp := bufPool.Get().(*[]byte)
+		b, err := appendList((*bp)[:0], found, "", nil)
+		if err != nil {
+			bufPool.Put(bp)
+			return err
+		}
+		// appendList ends with "}\n": reopen the object for not_found.
+		b = append(b[:len(b)-2], `,"not_found":`...)
+		if b, err = appendJSON(b, notFound); err != nil {
+			bufPool.Put(bp)
+			return err
+		}
+		*bp = append(b, '}', '\n')
+		writeBytes(w, http.StatusOK, bp)
+		return nil
 	}
 }
 
@@ -272,29 +274,25 @@ func (s *Server) list(m model.Mapping) handlerFunc {
 		if err != nil {
 			return err
 		}
-		items, err := s.entryObjects(ctx, l.Entries, m.To())
+		objs, err := s.entryObjects(ctx, l.Entries, m.To())
 		if err != nil {
 			return err
 		}
-		return writeJSON(w, http.StatusOK, ListResponse{Items: items, NextCursor: l.NextCursor, Count: &l.Count})
+		return writeList(w, objs, l.NextCursor, &l.Count)
 	}
 }
 
 // entryObjects fetches the live objects of a page's entries, in the page's
 // order; entries whose object is gone are skipped.
-func (s *Server) entryObjects(ctx context.Context, entries []model.Entry, typ idcodec.Type) ([]any, error) {
+func (s *Server) entryObjects(ctx context.Context, entries []model.Entry, typ idcodec.Type) ([]model.Object, error) {
 	if len(entries) == 0 {
-		return []any{}, nil
+		return nil, nil
 	}
 	ids := make([]uint64, len(entries))
 	for i, e := range entries {
 		ids[i] = e.To
 	}
-	objs, err := s.store.GetMany(ctx, ids, typ)
-	if err != nil {
-		return nil, err
-	}
-	return payloads(objs)
+	return s.store.GetMany(ctx, ids, typ)
 }
 
 // feed: GET /v1/users/{id}/feed, the pins of followed users, newest first.
@@ -312,11 +310,11 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	items, err := s.entryObjects(ctx, l.Entries, typePin)
+	objs, err := s.entryObjects(ctx, l.Entries, typePin)
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, ListResponse{Items: items, NextCursor: l.NextCursor})
+	return writeList(w, objs, l.NextCursor, nil)
 }
 
 // putMapping: PUT /v1/users/{id}/{mapping}/{target}; idempotent.

@@ -117,22 +117,6 @@ func Payload(o model.Object) (any, error) {
 	return nil, model.Errorf(model.EInternal, "internal error")
 }
 
-// ListResponse is one page of a list. Count is the list's total length
-// (absent for the feed, which has none); NextCursor is absent on the last
-// page.
-type ListResponse struct {
-	Items      []any  `json:"items"`
-	NextCursor string `json:"next_cursor,omitempty"`
-	Count      *int64 `json:"count,omitempty"`
-}
-
-// ManyResponse answers a multi-get: the live objects in request order, and
-// the requested ids that are unknown, deleted or of another type.
-type ManyResponse struct {
-	Items    []any    `json:"items"`
-	NotFound []string `json:"not_found"`
-}
-
 // OwnersResponse answers POST /v1/pins/owners.
 type OwnersResponse struct {
 	Owners   map[string]string `json:"owners"`

@@ -1,0 +1,301 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+)
+
+// The fast path from a stored object to its wire form.
+//
+// A stored document is always json.Marshal of its typed struct in model:
+// compact, its members in struct order, ids already decimal strings,
+// strings already escaped. So its member values are already valid wire
+// values, and appendObject copies their bytes into the response instead of
+// decoding the document and encoding it again. It only has to find where
+// each member's value starts and ends, fill in the members the document
+// omits ("" and {}), leave out "active", and add the id, type, timestamps
+// and version. A document it does not recognise (a member it does not
+// know, a missing id field, anything that is not compact JSON) goes through
+// Payload and encoding/json instead, so the output is the same either way;
+// a test checks that against Payload for every type.
+
+// wireField is one documented member of a type's wire form, in order.
+type wireField struct {
+	name string // the member name, in stored documents and on the wire
+	def  string // written when the document omits it; "" means required
+}
+
+// wireFields lists each type's documented members, in wire order.
+var wireFields = [...][]wireField{
+	idcodec.TypeUser:    {{"username", ""}, {"display_name", `""`}, {"data", "{}"}},
+	idcodec.TypeBoard:   {{"owner_id", ""}, {"name", ""}, {"description", `""`}, {"data", "{}"}},
+	idcodec.TypePin:     {{"board_id", ""}, {"owner_id", ""}, {"link", `""`}, {"description", `""`}, {"image_url", `""`}, {"data", "{}"}},
+	idcodec.TypeComment: {{"pin_id", ""}, {"author_id", ""}, {"text", ""}, {"data", "{}"}},
+}
+
+// maxWireFields bounds len(wireFields[t]).
+const maxWireFields = 6
+
+// appendObject appends o's wire form to b.
+func appendObject(b []byte, o model.Object) ([]byte, error) {
+	if out, ok := spliceObject(b, o); ok {
+		return out, nil
+	}
+	p, err := Payload(o)
+	if err != nil {
+		return b, err
+	}
+	return appendJSON(b, p)
+}
+
+// spliceObject is appendObject's fast path; ok is false (and b unchanged
+// in content up to its old length) when the document is not in the form
+// it recognises.
+func spliceObject(b []byte, o model.Object) ([]byte, bool) {
+	if int(o.Type) >= len(wireFields) || wireFields[o.Type] == nil {
+		return b, false
+	}
+	fields := wireFields[o.Type]
+	var spans [maxWireFields][2]int
+	if !scanDoc(o.Doc, fields, &spans) {
+		return b, false
+	}
+	b = append(b, `{"id":"`...)
+	b = strconv.AppendUint(b, o.ID, 10)
+	b = append(b, `","type":"`...)
+	b = append(b, o.Type.String()...)
+	b = append(b, '"')
+	for i, f := range fields {
+		b = append(b, ',', '"')
+		b = append(b, f.name...)
+		b = append(b, '"', ':')
+		v := o.Doc[spans[i][0]:spans[i][1]]
+		switch {
+		case len(v) == 0:
+			b = append(b, f.def...)
+		case f.name == "data" && string(v) == "null":
+			b = append(b, "{}"...)
+		default:
+			b = append(b, v...)
+		}
+	}
+	b = append(b, `,"created_at":"`...)
+	b = o.CreatedAt.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","updated_at":"`...)
+	b = o.UpdatedAt.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","version":`...)
+	b = strconv.AppendInt(b, o.Version, 10)
+	return append(b, '}'), true
+}
+
+// scanDoc finds the value of each of fields in doc, a compact JSON object,
+// and records its byte span. It fails on anything but compact JSON, on a
+// member that is neither one of fields nor "active", on a repeated member,
+// and when a required field (no default) is missing.
+func scanDoc(doc []byte, fields []wireField, spans *[maxWireFields][2]int) bool {
+	if len(doc) < 2 || doc[0] != '{' || doc[len(doc)-1] != '}' {
+		return false
+	}
+	i := 1
+	if doc[i] == '}' {
+		return i+1 == len(doc) && requiredPresent(fields, spans)
+	}
+	for {
+		// "name":
+		if doc[i] != '"' {
+			return false
+		}
+		end := i + 1
+		for end < len(doc) && doc[end] != '"' && doc[end] != '\\' {
+			end++
+		}
+		if end+1 >= len(doc) || doc[end] != '"' || doc[end+1] != ':' {
+			return false
+		}
+		name := doc[i+1 : end]
+		vStart := end + 2
+		vEnd, ok := skipValue(doc, vStart)
+		if !ok {
+			return false
+		}
+		k := -1
+		for j, f := range fields {
+			if string(name) == f.name {
+				k = j
+				break
+			}
+		}
+		switch {
+		case k >= 0:
+			if spans[k][1] != 0 {
+				return false // repeated member
+			}
+			spans[k] = [2]int{vStart, vEnd}
+		case string(name) != "active":
+			return false
+		}
+		if vEnd >= len(doc) {
+			return false
+		}
+		switch doc[vEnd] {
+		case ',':
+			i = vEnd + 1
+			if i >= len(doc) {
+				return false
+			}
+		case '}':
+			return vEnd+1 == len(doc) && requiredPresent(fields, spans)
+		default:
+			return false
+		}
+	}
+}
+
+func requiredPresent(fields []wireField, spans *[maxWireFields][2]int) bool {
+	for i, f := range fields {
+		if f.def == "" && spans[i][1] == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// skipValue returns the end of the compact JSON value starting at doc[i].
+// It checks structure (matching brackets, terminated strings, literals)
+// but not the contents of numbers and strings: the documents it reads are
+// json.Marshal output, and anything odd falls back to the slow path.
+func skipValue(doc []byte, i int) (int, bool) {
+	if i >= len(doc) {
+		return 0, false
+	}
+	switch c := doc[i]; {
+	case c == '"':
+		return skipString(doc, i)
+	case c == '{' || c == '[':
+		depth := 0
+		for i < len(doc) {
+			switch doc[i] {
+			case '"':
+				end, ok := skipString(doc, i)
+				if !ok {
+					return 0, false
+				}
+				i = end
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1, true
+				}
+			case ' ', '\t', '\n', '\r':
+				return 0, false // not compact: let encoding/json handle it
+			}
+			i++
+		}
+		return 0, false
+	case c == 't' || c == 'f' || c == 'n':
+		for _, lit := range [...]string{"true", "false", "null"} {
+			if len(doc)-i >= len(lit) && string(doc[i:i+len(lit)]) == lit {
+				return i + len(lit), true
+			}
+		}
+		return 0, false
+	case c == '-' || (c >= '0' && c <= '9'):
+		j := i + 1
+		for j < len(doc) && (doc[j] >= '0' && doc[j] <= '9' || doc[j] == '.' || doc[j] == 'e' || doc[j] == 'E' || doc[j] == '+' || doc[j] == '-') {
+			j++
+		}
+		return j, true
+	}
+	return 0, false
+}
+
+// skipString returns the end of the JSON string starting at doc[i] == '"'.
+func skipString(doc []byte, i int) (int, bool) {
+	for j := i + 1; j < len(doc); j++ {
+		switch doc[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1, true
+		}
+	}
+	return 0, false
+}
+
+// bufPool recycles response buffers: a 50-pin page is about 20 KiB.
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
+
+// writeBytes writes a JSON body built in a pooled buffer and returns the
+// buffer to the pool.
+func writeBytes(w http.ResponseWriter, status int, bp *[]byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(*bp)
+	if cap(*bp) <= 1<<20 { // don't keep the odd huge page alive
+		*bp = (*bp)[:0]
+		bufPool.Put(bp)
+	}
+}
+
+// appendList appends {"items":[…],"next_cursor":"…","count":N} for objs;
+// next_cursor is left out when empty, count when nil.
+func appendList(b []byte, objs []model.Object, next string, count *int64) ([]byte, error) {
+	b = append(b, `{"items":[`...)
+	for i, o := range objs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		var err error
+		if b, err = appendObject(b, o); err != nil {
+			return b, err
+		}
+	}
+	b = append(b, ']')
+	if next != "" {
+		// Cursors are base64url: nothing to escape.
+		b = append(b, `,"next_cursor":"`...)
+		b = append(b, next...)
+		b = append(b, '"')
+	}
+	if count != nil {
+		b = append(b, `,"count":`...)
+		b = strconv.AppendInt(b, *count, 10)
+	}
+	return append(b, '}', '\n'), nil
+}
+
+// writeList answers with one page of objects.
+func writeList(w http.ResponseWriter, objs []model.Object, next string, count *int64) error {
+	bp := bufPool.Get().(*[]byte)
+	b, err := appendList((*bp)[:0], objs, next, count)
+	if err != nil {
+		bufPool.Put(bp)
+		return err
+	}
+	*bp = b
+	writeBytes(w, http.StatusOK, bp)
+	return nil
+}
+
+// appendJSON appends v encoded as encoding/json does for responses (no
+// HTML escaping), without the trailing newline.
+func appendJSON(b []byte, v any) ([]byte, error) {
+	buf := bytes.NewBuffer(b)
+	enc := json.NewEncoder(buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return b, model.Wrap("api.appendJSON", model.EInternal, "internal error", err)
+	}
+	out := buf.Bytes()
+	return out[:len(out)-1], nil
+}
