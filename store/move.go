@@ -68,13 +68,19 @@ type MoveOptions struct {
 	// plus the query timeout (a write routed on the old map finishes or
 	// is rolled back within its deadline). Default MapPoll + the store's
 	// QueryTimeout + 2s.
-	Settle     time.Duration
-	MapPoll    time.Duration // the servers' WatchMap interval; default DefaultMapPoll
-	KeepSource bool          // leave the source databases in place after the switch
-	Abort      bool          // roll back the move in progress instead of finishing it
-	Parallel   int           // shards copied at once; default 4
-	Batch      int           // rows per copy chunk; default 1000
-	Progress   io.Writer     // receives progress lines; nil for none
+	Settle  time.Duration
+	MapPoll time.Duration // the servers' WatchMap interval; default DefaultMapPoll
+	// Confirm, when set, replaces the Settle wait: after each map change
+	// MoveShards calls it with the new map's version, and it returns once
+	// every server reports routing by that version (or an error naming
+	// the one that does not); then MoveShards waits only the query timeout,
+	// for writes routed on the old map to finish or roll back.
+	Confirm    func(ctx context.Context, version string) error
+	KeepSource bool      // leave the source databases in place after the switch
+	Abort      bool      // roll back the move in progress instead of finishing it
+	Parallel   int       // shards copied at once; default 4
+	Batch      int       // rows per copy chunk; default 1000
+	Progress   io.Writer // receives progress lines; nil for none
 
 	hook func(step string) error // tests: fail at a step as a kill would
 }
@@ -285,7 +291,7 @@ func (s *Store) MoveShards(ctx context.Context, opt MoveOptions) (MoveReport, er
 	}
 	if mv.opt.Settle <= 0 {
 		mv.opt.Settle = mv.opt.MapPoll + s.cfg.QueryTimeout + 2*time.Second
-	} else if floor := mv.opt.MapPoll + s.cfg.QueryTimeout; mv.opt.Settle < floor {
+	} else if floor := mv.opt.MapPoll + s.cfg.QueryTimeout; mv.opt.Confirm == nil && mv.opt.Settle < floor {
 		mv.logf("WARNING: settle %v is shorter than the map poll interval plus the query timeout (%v): a write routed on an old map may reach a source after its final copy (the check before the drop would then keep that source)", mv.opt.Settle, floor)
 	}
 	if mv.opt.Parallel <= 0 {
@@ -628,8 +634,8 @@ func (mv *mover) holdStep(ctx context.Context, m *ShardMap, resumed bool) error 
 			return err
 		}
 	}
-	mv.logf("writes held: shards %s read-only in the map (version %s); settling %v", st.Range, m.Version(), mv.opt.Settle)
-	if err := sleep(ctx, mv.opt.Settle); err != nil {
+	mv.logf("writes held: shards %s read-only in the map (version %s)", st.Range, m.Version())
+	if err := mv.settle(ctx, m.Version()); err != nil {
 		return err
 	}
 	if err := mv.hook("final"); err != nil {
@@ -662,6 +668,23 @@ func (mv *mover) holdStep(ctx context.Context, m *ShardMap, resumed bool) error 
 	return nil
 }
 
+// settle waits until every server can be relied on to route by the map of
+// the given version, and writes routed on an older map have ended: with
+// Confirm, until every server reports that version, then the query
+// timeout; without it, the Settle time.
+func (mv *mover) settle(ctx context.Context, version string) error {
+	if mv.opt.Confirm == nil {
+		mv.logf("settling %v for every server to load map %s", mv.opt.Settle, version)
+		return sleep(ctx, mv.opt.Settle)
+	}
+	begin := time.Now()
+	if err := mv.opt.Confirm(ctx, version); err != nil {
+		return fmt.Errorf("confirming that every server routes by map %s: %w", version, err)
+	}
+	mv.logf("confirmed: every server routes by map %s (%v); waiting the query timeout %v for writes routed on the old map", version, round(time.Since(begin)), mv.s.cfg.QueryTimeout)
+	return sleep(ctx, mv.s.cfg.QueryTimeout)
+}
+
 // finishStep waits until no server routes to the source any more, checks
 // that no late write reached a source since the verify, drops the source
 // databases (unless KeepSource) and ends the move.
@@ -674,12 +697,12 @@ func (mv *mover) finishStep(ctx context.Context) error {
 		mv.logf("keeping the source databases (--keep-source): they are stale copies now; drop them when convenient")
 		return mv.lock.remove()
 	}
-	mv.logf("settling %v before dropping the source databases", mv.opt.Settle)
-	if err := sleep(ctx, mv.opt.Settle); err != nil {
-		return err
-	}
 	m, err := mv.loadMap()
 	if err != nil {
+		return err
+	}
+	mv.logf("before dropping the source databases:")
+	if err := mv.settle(ctx, m.Version()); err != nil {
 		return err
 	}
 	var late []int

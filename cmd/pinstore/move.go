@@ -2,10 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/pinstore/pinstore/model"
@@ -26,6 +30,8 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 	settle := fs.Duration("settle", 0, "wait after each map change before relying on every server having it (default: PINSTORE_MAP_POLL + query timeout + 2s)")
 	keep := fs.Bool("keep-source", false, "leave the source databases in place after the switch (stale copies; drop them by hand)")
 	abort := fs.Bool("abort", false, "roll back the move in progress (before its switch): range writable on its source, copies on the target dropped")
+	servers := fs.String("servers", "", "comma-separated base URLs of every running server (e.g. http://10.0.0.5:8080): after each map change, wait until each reports the new map at /v1/admin/shard-map (with the service token in PINSTORE_ADMIN_TOKEN) instead of waiting --settle")
+	confirmWait := fs.Duration("confirm-timeout", time.Minute, "with --servers: how long a server may take to report a new map before the move stops")
 	par := fs.Int("parallel", 4, "shards copied at once")
 	batch := fs.Int("batch", 1000, "rows per copy chunk")
 	if err := fs.Parse(args); err != nil {
@@ -49,6 +55,12 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return fmt.Errorf("move-shards: %w", err)
 	}
+	var confirm func(context.Context, string) error
+	if *servers != "" {
+		if confirm, err = confirmServers(*servers, getenv("PINSTORE_ADMIN_TOKEN"), *confirmWait); err != nil {
+			return fmt.Errorf("move-shards: --servers: %w", err)
+		}
+	}
 	s, err := openStore(ctx, getenv, stderr)
 	if err != nil {
 		return fmt.Errorf("move-shards: %w", err)
@@ -56,7 +68,7 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 	defer s.Close()
 	rep, err := s.MoveShards(ctx, store.MoveOptions{
 		First: first, Last: last, To: *to,
-		Settle: *settle, MapPoll: poll, KeepSource: *keep, Abort: *abort,
+		Settle: *settle, MapPoll: poll, Confirm: confirm, KeepSource: *keep, Abort: *abort,
 		Parallel: *par, Batch: *batch, Progress: stdout,
 	})
 	if err != nil {
@@ -73,4 +85,67 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 	fmt.Fprintf(stdout, "move-shards: %d shards to %s; copy %v, writes held off %v, total %v; map version %s\n",
 		rep.Shards, rep.To, rep.Copy.Round(time.Millisecond), rep.Held.Round(time.Millisecond), rep.Total.Round(time.Millisecond), rep.MapVersion)
 	return nil
+}
+
+// confirmServers returns a MoveOptions.Confirm that polls every server's
+// GET /v1/admin/shard-map until each reports the wanted map version.
+func confirmServers(list, token string, timeout time.Duration) (func(context.Context, string) error, error) {
+	var urls []string
+	for _, u := range strings.Split(list, ",") {
+		u = strings.TrimRight(strings.TrimSpace(u), "/")
+		if u == "" {
+			continue
+		}
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" {
+			return nil, fmt.Errorf("%q is not an http(s) base URL", u)
+		}
+		urls = append(urls, u)
+	}
+	if len(urls) == 0 {
+		return nil, errors.New("no server URL given")
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	version := func(ctx context.Context, base string) (string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/admin/shard-map", nil)
+		if err != nil {
+			return "", err
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return "", fmt.Errorf("GET %s/v1/admin/shard-map: HTTP %d (a service token with scope admin goes in PINSTORE_ADMIN_TOKEN)", base, resp.StatusCode)
+		}
+		var info model.ShardMapInfo
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info); err != nil {
+			return "", fmt.Errorf("GET %s/v1/admin/shard-map: %w", base, err)
+		}
+		return info.Version, nil
+	}
+	return func(ctx context.Context, want string) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		for _, base := range urls {
+			for {
+				got, err := version(ctx, base)
+				if err == nil && got == want {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					if err != nil {
+						return fmt.Errorf("server %s: %w", base, err)
+					}
+					return fmt.Errorf("server %s still routes by map %s after %v", base, got, timeout)
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}
+		return nil
+	}, nil
 }

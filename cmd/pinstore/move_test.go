@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -76,5 +77,52 @@ func TestMoveShardsCommand(t *testing.T) {
 	// Moving it again is refused: the range is on h1 already.
 	if _, err := runCmd(t, env, "move-shards", "--range", "0-1", "--to", "h1"); err == nil || !strings.Contains(err.Error(), "already on") {
 		t.Fatalf("second move: %v", err)
+	}
+}
+
+// TestMoveShardsConfirmsServers moves a range under a running server with
+// --servers: the move waits for the server to report each new map at
+// /v1/admin/shard-map instead of sleeping --settle, and stops, writes
+// still held, when a server never reports it.
+func TestMoveShardsConfirmsServers(t *testing.T) {
+	th := startTwoHosts(t)
+	alice := th.userOn("h0", "alice")
+	board := th.create("/v1/boards", map[string]any{"owner_id": alice.ID, "name": "a"})
+	pin := th.create("/v1/pins", map[string]any{"board_id": board.ID})
+	env := map[string]string{
+		"PINSTORE_SHARD_MAP":      th.mapPath,
+		"PINSTORE_REDIS_DISABLED": "true",
+		"PINSTORE_ADMIN_TOKEN":    e2eAdminToken,
+		"PINSTORE_MAP_POLL":       "100ms",
+	}
+	rng := fmt.Sprintf("0-%d", twoHostHalf-1)
+
+	// A server that never reloads: one started with a map of its own.
+	stale := startServer(t)
+	out, err := runCmd(t, env, "move-shards", "--range", rng, "--to", "h1", "--servers", th.base+","+stale.base, "--confirm-timeout", "1s", "--settle", "1h")
+	if err == nil || !strings.Contains(err.Error(), stale.base) || !strings.Contains(err.Error(), "still routes by map") {
+		t.Fatalf("move with a stale server: %v\n%s", err, out)
+	}
+	// Writes to the range stay held (503 shard_moving); reads work.
+	th.fail(http.StatusServiceUnavailable, "shard_moving", http.MethodPatch, "/v1/pins/"+pin.ID, map[string]any{"description": "x"})
+	th.must(http.StatusOK, http.MethodGet, "/v1/pins/"+pin.ID, nil)
+
+	// With only the server that follows the map, the same command resumes
+	// and finishes, never waiting the hour of --settle.
+	out, err = runCmd(t, env, "move-shards", "--range", rng, "--to", "h1", "--servers", th.base, "--settle", "1h")
+	if err != nil {
+		t.Fatalf("move: %v\n%s", err, out)
+	}
+	if n := strings.Count(out, "confirmed: every server routes by map"); n != 2 {
+		t.Fatalf("%d confirmations, want 2 (after the hold, before the drop):\n%s", n, out)
+	}
+	for _, r := range th.shardMap(t).Ranges {
+		if r.Host != "h1" || r.ReadOnly {
+			t.Fatalf("range after the move %+v", r)
+		}
+	}
+	th.must(http.StatusOK, http.MethodPatch, "/v1/pins/"+pin.ID, map[string]any{"description": "moved"})
+	if got := th.get("/v1/pins/" + pin.ID); got.Description != "moved" {
+		t.Fatalf("pin after the move %+v", got)
 	}
 }
