@@ -93,11 +93,28 @@ func (s *Store) AddMapping(ctx context.Context, m model.Mapping, from, to uint64
 		return err
 	}
 	inv, _ := fwd.Inverse()
-	tsh, _, _ := s.resolve(op, t, inv.From())
-	return s.inTx(ctx, op, tsh, func(tx *sqlx.Tx) error {
+	tsh, tLocal, _ := s.resolve(op, t, inv.From())
+	err = s.inTx(ctx, op, tsh, func(tx *sqlx.Tx) error {
+		// The target's row lock orders this with a delete of the target:
+		// either the inverse row commits before the delete does, and the
+		// delete's drain removes the pair, or the target is seen deleted.
+		if _, _, err := readLive(ctx, tx, op, tsh, fwd.To(), tLocal, " LOCK IN SHARE MODE"); err != nil {
+			return err
+		}
 		_, err := addEdge(ctx, tx, tsh, inv, t, f, seq)
 		return err
 	})
+	if model.IsCode(err, model.ENotFound) {
+		// Deleted since the check above: take the forward row back (if this
+		// fails too, repair removes rows that point at deleted objects).
+		if rerr := s.inTx(ctx, op, fsh, func(tx *sqlx.Tx) error {
+			_, err := removeEdge(ctx, tx, fsh, fwd, f, t)
+			return err
+		}); rerr != nil {
+			return rerr
+		}
+	}
+	return err
 }
 
 // RemoveMapping removes from→to and its inverse, forward side first.

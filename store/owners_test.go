@@ -3,7 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
@@ -63,5 +67,106 @@ func TestOwnersWithoutRedis(t *testing.T) {
 	}
 	if ready["redis"] || !ready["mysql:h0"] {
 		t.Fatalf("ready = %v", ready)
+	}
+}
+
+// cutProxy forwards TCP connections to target until cut, which closes
+// them all and refuses new ones until restored: Redis going away and
+// coming back, its data intact.
+type cutProxy struct {
+	ln     net.Listener
+	mu     sync.Mutex
+	cut    bool
+	conns  []net.Conn
+	target string
+}
+
+func startCutProxy(t *testing.T, target string) *cutProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close(); p.setCut(true) })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			if p.cut {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				p.mu.Unlock()
+				c.Close()
+				continue
+			}
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close() }()
+			go func() { _, _ = io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.conns = nil
+	}
+}
+
+// A pin deleted while Redis is unreachable is not vouched for once Redis
+// is back with the stale entry: the delete is retried, and until it lands
+// the pin bypasses the cache. Found by bench/chaos.
+func TestOwnersDeleteWhileRedisIsAway(t *testing.T) {
+	s0, m := openTest(t)
+	u := mustUser(t, s0, "o")
+	board := mustBoard(t, s0, u)
+	proxy := startCutProxy(t, testenv.RedisAddr(t))
+	prefix := s0.cfg.Redis.Prefix
+	s, err := Open(context.Background(), Config{Map: m, CursorSecret: []byte("x"), Redis: RedisConfig{Addrs: []string{proxy.ln.Addr().String()}, Prefix: prefix}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	pin := mustPin(t, s, board)
+	if got, err := s.Owners(ctx, []uint64{pin}); err != nil || got[pin] != u {
+		t.Fatalf("owners %v %v", got, err)
+	}
+	proxy.setCut(true)
+	if err := s.Delete(ctx, pin, idcodec.TypePin, 0); err != nil {
+		t.Fatal(err)
+	}
+	// Redis still holds the pair (the HDEL never reached it).
+	if cached, _ := s0.owners.cache.Get(ctx, []uint64{pin}); cached[0] != u {
+		t.Fatalf("setup: the cache lost the entry already: %v", cached)
+	}
+	proxy.setCut(false)
+	if got, err := s.Owners(ctx, []uint64{pin}); err != nil || len(got) != 0 {
+		t.Fatalf("owners of the deleted pin with Redis back: %v %v", got, err)
+	}
+	// The retry removes the entry from Redis itself.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cached, err := s0.owners.cache.Get(ctx, []uint64{pin})
+		if err == nil && cached[0] == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stale entry still in Redis 10s after it came back: %v %v", cached, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -16,15 +16,18 @@ import (
 type RepairReport struct {
 	Mapping        string `json:"mapping"`         // the forward side, e.g. user_following
 	Checked        int    `json:"checked"`         // rows read on both sides
+	DeadEndpoint   int    `json:"dead_endpoint"`   // forward rows from or to a deleted object (pair removed)
 	MissingInverse int    `json:"missing_inverse"` // forward rows whose inverse was missing (added)
 	OrphanInverse  int    `json:"orphan_inverse"`  // inverse rows with no forward row (removed)
 }
 
 // Repair finds pairs of inverse mappings with one side missing and fixes
 // them, trusting the forward side (the one written first): a forward row
-// without its inverse gets the inverse (the add had not finished); an
-// inverse row without its forward row is removed (the remove had not
-// finished). With dryRun it only counts. It is safe to run while clients
+// from or to a deleted object is removed with its inverse (a delete or an
+// add racing a delete had not finished); a forward row without its inverse
+// gets the inverse (the add had not finished); an inverse row without its
+// forward row is removed (the remove had not finished). Counts change with
+// the rows, in the same transactions. With dryRun it only counts. It is safe to run while clients
 // write; a pair changed during the run is settled by the next run.
 func (s *Store) Repair(ctx context.Context, dryRun bool, progress io.Writer) ([]RepairReport, error) {
 	var out []RepairReport
@@ -34,8 +37,25 @@ func (s *Store) Repair(ctx context.Context, dryRun bool, progress io.Writer) ([]
 			continue
 		}
 		rep := RepairReport{Mapping: fwd.String()}
-		// Pass 1: forward rows whose inverse is missing.
-		if err := s.scanPairs(ctx, fwd, inv, &rep.Checked, func(sh shard, e pairRow) error {
+		// Pass 1: forward rows with a deleted end, and forward rows whose
+		// inverse is missing.
+		dead := func(rows []pairRow) ([]pairRow, error) {
+			live, gone, err := s.splitLive(ctx, fwd, rows)
+			if err != nil {
+				return nil, err
+			}
+			rep.DeadEndpoint += len(gone)
+			if dryRun {
+				return live, nil
+			}
+			for _, e := range gone {
+				if err := s.removePair(ctx, "store.Repair", fwd, e.from, e.to); err != nil {
+					return nil, err
+				}
+			}
+			return live, nil
+		}
+		if err := s.scanPairs(ctx, fwd, inv, &rep.Checked, dead, func(sh shard, e pairRow) error {
 			rep.MissingInverse++
 			if dryRun {
 				return nil
@@ -48,7 +68,7 @@ func (s *Store) Repair(ctx context.Context, dryRun bool, progress io.Writer) ([]
 			return out, err
 		}
 		// Pass 2: inverse rows whose forward row is missing.
-		if err := s.scanPairs(ctx, inv, fwd, &rep.Checked, func(_ shard, e pairRow) error {
+		if err := s.scanPairs(ctx, inv, fwd, &rep.Checked, nil, func(_ shard, e pairRow) error {
 			rep.OrphanInverse++
 			if dryRun {
 				return nil
@@ -65,7 +85,7 @@ func (s *Store) Repair(ctx context.Context, dryRun bool, progress io.Writer) ([]
 			return out, err
 		}
 		if progress != nil {
-			fmt.Fprintf(progress, "repair: %s: checked %d rows, %d missing inverse, %d orphan inverse\n", rep.Mapping, rep.Checked, rep.MissingInverse, rep.OrphanInverse)
+			fmt.Fprintf(progress, "repair: %s: checked %d rows, %d with a deleted end, %d missing inverse, %d orphan inverse\n", rep.Mapping, rep.Checked, rep.DeadEndpoint, rep.MissingInverse, rep.OrphanInverse)
 		}
 		out = append(out, rep)
 	}
@@ -77,10 +97,46 @@ type pairRow struct {
 	seq      int64
 }
 
-// scanPairs reads every row of m on every shard, in batches, and calls
-// missing(shardOfOtherSide, row) for each row whose mirror in other
-// (to → from) does not exist.
-func (s *Store) scanPairs(ctx context.Context, m, other model.Mapping, checked *int, missing func(shard, pairRow) error) error {
+// splitLive splits forward rows of fwd into those whose both ends are live
+// objects and those with a deleted (or never created) end.
+func (s *Store) splitLive(ctx context.Context, fwd model.Mapping, rows []pairRow) (live, gone []pairRow, err error) {
+	alive := map[uint64]bool{}
+	for _, side := range []struct {
+		typ idcodec.Type
+		id  func(pairRow) uint64
+	}{{fwd.From(), func(r pairRow) uint64 { return r.from }}, {fwd.To(), func(r pairRow) uint64 { return r.to }}} {
+		seen := map[uint64]bool{}
+		var ids []uint64
+		for _, r := range rows {
+			if id := side.id(r); !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+		for start := 0; start < len(ids); start += 500 {
+			objs, err := s.GetMany(ctx, ids[start:min(start+500, len(ids))], side.typ)
+			if err != nil {
+				return nil, nil, err
+			}
+			for _, o := range objs {
+				alive[o.ID] = true
+			}
+		}
+	}
+	for _, r := range rows {
+		if alive[r.from] && alive[r.to] {
+			live = append(live, r)
+		} else {
+			gone = append(gone, r)
+		}
+	}
+	return live, gone, nil
+}
+
+// scanPairs reads every row of m on every shard, in batches, keeps those
+// that keep (nil: all) returns, and calls missing(shardOfOtherSide, row)
+// for each row whose mirror in other (to → from) does not exist.
+func (s *Store) scanPairs(ctx context.Context, m, other model.Mapping, checked *int, keep func([]pairRow) ([]pairRow, error), missing func(shard, pairRow) error) error {
 	const op = "store.Repair"
 	const batch = 1000
 	t := s.topo.Load()
@@ -107,7 +163,13 @@ func (s *Store) scanPairs(ctx context.Context, m, other model.Mapping, checked *
 				return classify(op, sh.host, err)
 			}
 			*checked += len(got)
-			if err := s.checkMirrors(ctx, t, other, got, missing); err != nil {
+			check := got
+			if keep != nil {
+				if check, err = keep(got); err != nil {
+					return err
+				}
+			}
+			if err := s.checkMirrors(ctx, t, other, check, missing); err != nil {
 				return err
 			}
 			if len(got) < batch {

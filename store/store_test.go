@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -369,6 +371,85 @@ func TestFollowLikeDeleteAndRepair(t *testing.T) {
 	rep, _ = s.Repair(ctx, false, nil)
 	if rep[0].MissingInverse != 0 || rep[0].OrphanInverse != 0 {
 		t.Fatalf("second repair still finds %+v", rep)
+	}
+}
+
+// A like whose inverse was never written (the server died between its two
+// transactions), then the pin's delete: the delete cannot see the like
+// through pin_likers, so repair must remove it rather than restore the
+// inverse of a deleted pin. Found by bench/chaos.
+func TestRepairRemovesPairsWithADeletedEnd(t *testing.T) {
+	s, _ := openTest(t)
+	a, c := mustUser(t, s, "a"), mustUser(t, s, "c")
+	pin := mustPin(t, s, mustBoard(t, s, c))
+	if err := s.AddMapping(ctx, model.UserLikes, a, pin); err != nil {
+		t.Fatal(err)
+	}
+	shP, _, _ := s.resolve("", pin, idcodec.TypePin)
+	if _, err := shP.host.db.Exec("DELETE FROM "+shP.db+".pin_likers WHERE from_id = ?", pin); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := shP.host.db.Exec("UPDATE "+shP.db+".mapping_counts SET n = n - 1 WHERE from_id = ? AND mapping = ?", pin, uint8(model.PinLikers)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, pin, idcodec.TypePin, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, s, model.UserLikes, a); n != 1 {
+		t.Fatalf("setup: likes count %d, want the stale 1", n)
+	}
+	rep, err := s.Repair(ctx, true, nil)
+	if err != nil || rep[1].Mapping != "user_likes" || rep[1].DeadEndpoint != 1 || rep[1].MissingInverse != 0 {
+		t.Fatalf("dry run %+v %v", rep, err)
+	}
+	if rep, err = s.Repair(ctx, false, nil); err != nil || rep[1].DeadEndpoint != 1 {
+		t.Fatalf("repair %+v %v", rep, err)
+	}
+	if n := count(t, s, model.UserLikes, a); n != 0 {
+		t.Fatalf("likes count after repair %d", n)
+	}
+	if n := count(t, s, model.PinLikers, pin); n != 0 {
+		t.Fatalf("likers count after repair %d", n)
+	}
+	if rep, _ = s.Repair(ctx, false, nil); rep[1].DeadEndpoint+rep[1].MissingInverse+rep[1].OrphanInverse != 0 {
+		t.Fatalf("second repair still finds %+v", rep)
+	}
+}
+
+// Likes racing the pin's delete never leave a like of a deleted pin
+// behind: each either lands before the delete (and is drained by it) or
+// is refused with ENotFound. Found by bench/chaos.
+func TestLikesRacingADelete(t *testing.T) {
+	s, _ := openTest(t)
+	owner := mustUser(t, s, "o")
+	pin := mustPin(t, s, mustBoard(t, s, owner))
+	var users []uint64
+	for i := 0; i < 16; i++ {
+		users = append(users, mustUser(t, s, fmt.Sprint("u", i)))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(users))
+	for i, u := range users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = s.AddMapping(ctx, model.UserLikes, u, pin)
+		}()
+	}
+	if err := s.Delete(ctx, pin, idcodec.TypePin, 0); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	for i, u := range users {
+		if errs[i] != nil && !model.IsCode(errs[i], model.ENotFound) {
+			t.Fatalf("like %d: %v", i, errs[i])
+		}
+		if n := count(t, s, model.UserLikes, u); n != 0 {
+			t.Fatalf("user %d likes count %d after the pin's delete (like err %v)", i, n, errs[i])
+		}
+	}
+	if n := count(t, s, model.PinLikers, pin); n != 0 {
+		t.Fatalf("likers count %d after delete", n)
 	}
 }
 
