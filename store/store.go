@@ -351,6 +351,10 @@ func classify(op string, h *host, err error) error {
 			return model.Wrap(op, model.EConflict, "already exists", err)
 		case 1049, 1146: // ER_BAD_DB_ERROR, ER_NO_SUCH_TABLE
 			return model.Wrap(op, model.EUnavailable, fmt.Sprintf("a shard on mysql host %q is not provisioned (run pinstore migrate)", h.name), err)
+		case 1366, 3140, 4025: // incorrect string value, invalid JSON (MySQL 8), CHECK (JSON_VALID) failed
+			// The api refuses such bodies first; this keeps anything it
+			// misses a client error rather than a 500.
+			return model.Wrap(op, model.EInvalid, "the database refused the document (invalid text or JSON it cannot store)", err)
 		case 1205, 1213: // lock wait timeout, deadlock
 			return model.Wrap(op, model.EUnavailable, "the write conflicted with another; retry", err)
 		case 1040, 1203, 1226, 1290, 1836, 2002, 2003, 2006, 2013: // too many connections, read-only, …
@@ -360,6 +364,9 @@ func classify(op string, h *host, err error) error {
 	}
 	if errors.Is(err, context.Canceled) {
 		return model.Wrap(op, model.EUnavailable, "the request was cancelled", err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) && h != nil {
+		return model.Wrap(op, model.EUnavailable, fmt.Sprintf("mysql host %q did not answer in time", h.name), err)
 	}
 	// Everything else from the driver is a connection failure: refused,
 	// reset, timed out, bad connection.

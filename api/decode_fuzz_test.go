@@ -1,0 +1,639 @@
+package api
+
+// Fuzz targets for request-body decoding: the create, patch, owners and
+// position bodies. Each target feeds arbitrary bytes two ways: straight
+// to decodeStrict, as every body decoder does, and through the real
+// Server, whose handlers decode, validate and then call a store that
+// records what it was given. The promises checked:
+//
+//   - Nothing panics, and the server never answers 5xx to a body.
+//   - A refused body is a *model.Error with code invalid_argument or
+//     too_large, answered 400 or 413 with that code, and the store is not
+//     called.
+//   - An accepted body reaches the store as a document that validates,
+//     whose ids are of the right type, whose data is a JSON object within
+//     its limit, and which re-encodes to what a shard can store: valid
+//     UTF-8, nested at most MaxJSONDepth deep, no lone surrogate escapes
+//     (checked here independently of checkJSONText), and stable under
+//     decode and re-encode.
+//
+// The seed corpus is in testdata/fuzz/<FuzzName>/; run one target with
+//
+//	go test -run='^$' -fuzz='^FuzzDecodeCreate$' -fuzztime=60s ./api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+)
+
+// fuzzComment is a comment ID (shard 3429, local 42), to patch.
+var fuzzComment = strconv.FormatUint(idcodec.MustEncode(3429, idcodec.TypeComment, 42), 10)
+
+// fuzzCall records what a handler handed the store. It travels in the
+// request's context, so a recording belongs to one request.
+type fuzzCall struct {
+	op      string
+	doc     model.Doc // a create's document
+	patched []byte    // what an Update's mutate returned
+	from    uint64    // the object or list the call was about
+	ids     []uint64  // Owners' pins
+	item    uint64    // Move's pin
+	before  uint64    // Move's anchors
+	after   uint64
+}
+
+type fuzzCallKey struct{}
+
+// fuzzStore is a Store that records each call in the request's fuzzCall
+// and succeeds; calls no body route makes fail as internal errors.
+type fuzzStore struct{}
+
+var _ Store = fuzzStore{}
+
+func record(ctx context.Context, op string) *fuzzCall {
+	c := ctx.Value(fuzzCallKey{}).(*fuzzCall)
+	if c.op != "" {
+		panic("fuzzStore: " + op + " after " + c.op)
+	}
+	c.op = op
+	return c
+}
+
+// fuzzStored are the documents Update patches: valid, active, with data
+// nested a few levels.
+var fuzzStored = map[idcodec.Type][]byte{
+	idcodec.TypeUser:    mustJSON(model.UserDoc{Username: "alice", DisplayName: "Alice", Data: json.RawMessage(`{"a":{"b":[1,2,{"c":null}]},"n":1e300}`), Active: true}),
+	idcodec.TypeBoard:   mustJSON(model.BoardDoc{OwnerID: mustID(vecUser), Name: "Recipes", Description: "things", Data: json.RawMessage(`{"x":{"y":{"z":"\u00e9"}}}`), Active: true}),
+	idcodec.TypePin:     mustJSON(model.PinDoc{BoardID: mustID(vecBoard), OwnerID: mustID(vecUser), Link: "https://example.org/", Description: "a pin", Data: json.RawMessage(`{"k":"v"}`), Active: true}),
+	idcodec.TypeComment: mustJSON(model.CommentDoc{PinID: mustID(vecPin), AuthorID: mustID(vecUser), Text: "looks good", Active: true}),
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func mustID(s string) model.ID {
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		panic(err)
+	}
+	return model.ID(id)
+}
+
+// created answers a create with the document as stored, under an id of
+// its type.
+func created(typ idcodec.Type, doc model.Doc) (model.Object, error) {
+	return model.Object{ID: idcodec.MustEncode(3429, typ, 1), Type: typ, Version: 1, Doc: mustJSON(doc)}, nil
+}
+
+func (fuzzStore) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object, error) {
+	record(ctx, "CreateUser").doc = &doc
+	return created(idcodec.TypeUser, &doc)
+}
+func (fuzzStore) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Object, error) {
+	record(ctx, "CreateBoard").doc = &doc
+	return created(idcodec.TypeBoard, &doc)
+}
+func (fuzzStore) CreatePin(ctx context.Context, doc model.PinDoc) (model.Object, error) {
+	record(ctx, "CreatePin").doc = &doc
+	stored := doc
+	stored.OwnerID = mustID(vecUser) // as the store does: the board's owner
+	return created(idcodec.TypePin, &stored)
+}
+func (fuzzStore) CreateComment(ctx context.Context, doc model.CommentDoc) (model.Object, error) {
+	record(ctx, "CreateComment").doc = &doc
+	return created(idcodec.TypeComment, &doc)
+}
+func (fuzzStore) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func([]byte) ([]byte, error)) (model.Object, error) {
+	c := record(ctx, "Update")
+	c.from = id
+	out, err := mutate(bytes.Clone(fuzzStored[typ]))
+	if err != nil {
+		return model.Object{}, err
+	}
+	c.patched = out
+	return model.Object{ID: id, Type: typ, Version: 2, Doc: out}, nil
+}
+func (fuzzStore) Move(ctx context.Context, m model.Mapping, from, item, before, after uint64) error {
+	c := record(ctx, "Move")
+	c.from, c.item, c.before, c.after = from, item, before, after
+	return nil
+}
+func (fuzzStore) Owners(ctx context.Context, pins []uint64) (map[uint64]uint64, error) {
+	record(ctx, "Owners").ids = pins
+	return map[uint64]uint64{}, nil
+}
+
+func fuzzUnexpected(op string) error {
+	return model.Wrap(op, model.EInternal, "", errors.New("not a body route"))
+}
+
+func (fuzzStore) Get(context.Context, uint64, idcodec.Type) (model.Object, error) {
+	return model.Object{}, fuzzUnexpected("Get")
+}
+func (fuzzStore) GetMany(context.Context, []uint64, idcodec.Type) ([]model.Object, error) {
+	return nil, fuzzUnexpected("GetMany")
+}
+func (fuzzStore) Delete(context.Context, uint64, idcodec.Type, int64) error {
+	return fuzzUnexpected("Delete")
+}
+func (fuzzStore) AddMapping(context.Context, model.Mapping, uint64, uint64) error {
+	return fuzzUnexpected("AddMapping")
+}
+func (fuzzStore) RemoveMapping(context.Context, model.Mapping, uint64, uint64) error {
+	return fuzzUnexpected("RemoveMapping")
+}
+func (fuzzStore) List(context.Context, model.Mapping, uint64, model.Page) (model.List, error) {
+	return model.List{}, fuzzUnexpected("List")
+}
+func (fuzzStore) Count(context.Context, model.Mapping, uint64) (int64, error) {
+	return 0, fuzzUnexpected("Count")
+}
+func (fuzzStore) Feed(context.Context, uint64, model.Page) (model.List, error) {
+	return model.List{}, fuzzUnexpected("Feed")
+}
+func (fuzzStore) Ready(context.Context) []model.Health { return nil }
+func (fuzzStore) ShardMapInfo(context.Context) model.ShardMapInfo {
+	return model.ShardMapInfo{}
+}
+
+// newFuzzServer is a Server on a fuzzStore, with default limits and no
+// auth.
+func newFuzzServer(f *testing.F) *Server {
+	f.Helper()
+	s, err := New(Config{Store: fuzzStore{}, Logger: discardLogger(), Registry: prometheus.NewRegistry()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	return s
+}
+
+// serveBody sends body to the server and returns the response and what
+// the store was handed.
+func serveBody(s *Server, method, path, contentType string, body []byte) (*httptest.ResponseRecorder, *fuzzCall) {
+	r := httptest.NewRequest(method, path, bytes.NewReader(body))
+	r.Header.Set("Content-Type", contentType)
+	c := &fuzzCall{}
+	r = r.WithContext(context.WithValue(r.Context(), fuzzCallKey{}, c))
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	return w, c
+}
+
+// checkDecodeError checks decodeStrict's promise about its error.
+func checkDecodeError(t *testing.T, err error) {
+	t.Helper()
+	var me *model.Error
+	if !errors.As(err, &me) || me.Code != model.EInvalid && me.Code != model.ETooLarge {
+		t.Fatalf("decodeStrict error %#v is not a *model.Error with code %s or %s", err, model.EInvalid, model.ETooLarge)
+	}
+	if me.Message == "" {
+		t.Fatalf("decodeStrict error %v has no client message", err)
+	}
+}
+
+// checkStrictRoundTrip decodes body into a new value of dst's type with
+// decodeStrict, and when it is accepted, checks its encoding decodes
+// again to the same encoding. It reports whether body was accepted.
+func checkStrictRoundTrip[T any](t *testing.T, body []byte) bool {
+	t.Helper()
+	var v T
+	err := decodeStrict(body, &v)
+	if err != nil {
+		checkDecodeError(t, err)
+		return false
+	}
+	if !utf8.Valid(body) {
+		t.Fatalf("decodeStrict accepted a body that is not UTF-8: %q", body)
+	}
+	if d := jsonDepth(t, body); d > MaxJSONDepth {
+		t.Fatalf("decodeStrict accepted a body nested %d deep: %q", d, body)
+	}
+	if hasLoneSurrogate(body) {
+		t.Fatalf("decodeStrict accepted a lone surrogate escape: %q", body)
+	}
+	enc, err := json.Marshal(v)
+	if err != nil {
+		t.Fatalf("re-encoding %#v: %v", v, err)
+	}
+	var again T
+	if err := decodeStrict(enc, &again); err != nil {
+		t.Fatalf("the re-encoding %s of accepted %q is refused: %v", enc, body, err)
+	}
+	if enc2 := mustJSON(again); !bytes.Equal(enc, enc2) {
+		t.Fatalf("re-encoding is unstable: %s then %s", enc, enc2)
+	}
+	return true
+}
+
+// checkRefused checks a refused request: 400 invalid_argument or 413
+// too_large as a problem document, and nothing handed to the store (a
+// patch is refused inside Update, by its mutate, so nothing is written).
+func checkRefused(t *testing.T, w *httptest.ResponseRecorder, c *fuzzCall) {
+	t.Helper()
+	if c.op != "" && (c.op != "Update" || c.patched != nil) {
+		t.Fatalf("status %d, yet the store was handed the request (%s)", w.Code, c.op)
+	}
+	if ct := w.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("status %d with Content-Type %q: %s", w.Code, ct, w.Body)
+	}
+	var p Problem
+	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+		t.Fatalf("problem body %q: %v", w.Body, err)
+	}
+	switch {
+	case w.Code == http.StatusBadRequest && p.Code == model.EInvalid:
+	case w.Code == http.StatusRequestEntityTooLarge && p.Code == model.ETooLarge:
+	default:
+		t.Fatalf("a body was answered %d %s (%s); want 400 %s or 413 %s", w.Code, p.Code, p.Detail, model.EInvalid, model.ETooLarge)
+	}
+}
+
+// checkStorable checks a document as a shard would store it: it validates,
+// it is active, its encoding is what MariaDB's JSON_VALID accepts (UTF-8,
+// nested at most MaxJSONDepth, no lone surrogate escape) and ends as
+// model.ActiveOf expects, and it decodes and re-encodes to itself.
+func checkStorable(t *testing.T, typ idcodec.Type, doc model.Doc) []byte {
+	t.Helper()
+	if err := doc.Validate(model.Limits{}); err != nil {
+		t.Fatalf("the store was handed a %s that does not validate: %v: %#v", typ, err, doc)
+	}
+	if !doc.IsActive() {
+		t.Fatalf("the store was handed an inactive %s", typ)
+	}
+	enc, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatalf("encoding the %s: %v", typ, err)
+	}
+	if !utf8.Valid(enc) {
+		t.Fatalf("the %s encodes to invalid UTF-8: %q", typ, enc)
+	}
+	if d := jsonDepth(t, enc); d > MaxJSONDepth {
+		t.Fatalf("the %s is nested %d deep: %s", typ, d, enc)
+	}
+	if hasLoneSurrogate(enc) {
+		t.Fatalf("the %s holds a lone surrogate escape: %s", typ, enc)
+	}
+	if !model.ActiveOf(enc) {
+		t.Fatalf("model.ActiveOf is false for the live %s %s", typ, enc)
+	}
+	back, err := model.DecodeDoc(typ, enc)
+	if err != nil {
+		t.Fatalf("the %s's encoding %s does not decode: %v", typ, enc, err)
+	}
+	if enc2 := mustJSON(back); !bytes.Equal(enc, enc2) {
+		t.Fatalf("the %s re-encodes unstably: %s then %s", typ, enc, enc2)
+	}
+	if data := dataOf(doc); len(data) > 0 && !bytes.Equal(data, []byte("null")) {
+		if len(data) > model.DefaultMaxData || data[0] != '{' {
+			t.Fatalf("the %s's data is not an object within %d bytes: %q", typ, model.DefaultMaxData, data)
+		}
+	}
+	return enc
+}
+
+func dataOf(doc model.Doc) json.RawMessage {
+	switch d := doc.(type) {
+	case *model.UserDoc:
+		return d.Data
+	case *model.BoardDoc:
+		return d.Data
+	case *model.PinDoc:
+		return d.Data
+	case *model.CommentDoc:
+		return d.Data
+	}
+	return nil
+}
+
+// checkIDOf checks that id is an assignable id of type want.
+func checkIDOf(t *testing.T, field string, id uint64, want idcodec.Type) {
+	t.Helper()
+	p, err := idcodec.Decode(id)
+	if err != nil || p.Type != want || p.Local == 0 {
+		t.Fatalf("%s %d is not a %s id (%+v, %v)", field, id, want, p, err)
+	}
+}
+
+// jsonDepth is how deeply the valid JSON text b nests, counted with the
+// tokenizer of encoding/json rather than checkJSONText's scanner.
+func jsonDepth(t *testing.T, b []byte) int {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber() // 1e400 is JSON, if no float64
+	depth, max := 0, 0
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return max
+		}
+		if err != nil {
+			t.Fatalf("accepted JSON %q does not tokenize: %v", b, err)
+		}
+		switch tok {
+		case json.Delim('['), json.Delim('{'):
+			if depth++; depth > max {
+				max = depth
+			}
+		case json.Delim(']'), json.Delim('}'):
+			depth--
+		}
+	}
+}
+
+var (
+	jsonStringRE = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	jsonEscapeRE = regexp.MustCompile(`\\(?:u([0-9a-fA-F]{4})|.)`)
+)
+
+// hasLoneSurrogate reports whether the valid JSON text b has a \u escape
+// of a UTF-16 surrogate that is not a high one directly followed by a low
+// one, which MariaDB's JSON_VALID refuses (and encoding/json turns into
+// U+FFFD).
+func hasLoneSurrogate(b []byte) bool {
+	for _, s := range jsonStringRE.FindAll(b, -1) {
+		high, end := false, -1 // a high surrogate awaits its low one; where the last escape ended
+		for _, m := range jsonEscapeRE.FindAllSubmatchIndex(s, -1) {
+			r := rune(-1)
+			if m[2] >= 0 {
+				v, _ := strconv.ParseUint(string(s[m[2]:m[3]]), 16, 32)
+				r = rune(v)
+			}
+			low := r >= 0xdc00 && r <= 0xdfff
+			switch {
+			case high && (m[0] != end || !low):
+				return true
+			case high:
+				high = false
+			case r >= 0xd800 && r <= 0xdbff:
+				high = true
+			case low:
+				return true
+			}
+			end = m[1]
+		}
+		if high {
+			return true
+		}
+	}
+	return false
+}
+
+// createRoutes are the create routes a fuzz input's route byte picks.
+var createRoutes = []struct {
+	path string
+	typ  idcodec.Type
+	op   string
+}{
+	{"/v1/users", idcodec.TypeUser, "CreateUser"},
+	{"/v1/boards", idcodec.TypeBoard, "CreateBoard"},
+	{"/v1/pins", idcodec.TypePin, "CreatePin"},
+	{"/v1/pins/" + vecPin + "/comments", idcodec.TypeComment, "CreateComment"},
+}
+
+// FuzzDecodeCreate: the body of POST /v1/users, /v1/boards, /v1/pins and
+// /v1/pins/{id}/comments (route picks one).
+func FuzzDecodeCreate(f *testing.F) {
+	s := newFuzzServer(f)
+	f.Fuzz(func(t *testing.T, route uint8, body []byte) {
+		rt := createRoutes[int(route)%len(createRoutes)]
+		var accepted bool
+		switch rt.typ {
+		case idcodec.TypeUser:
+			accepted = checkStrictRoundTrip[createUserRequest](t, body)
+		case idcodec.TypeBoard:
+			accepted = checkStrictRoundTrip[createBoardRequest](t, body)
+		case idcodec.TypePin:
+			accepted = checkStrictRoundTrip[createPinRequest](t, body)
+		case idcodec.TypeComment:
+			accepted = checkStrictRoundTrip[createCommentRequest](t, body)
+		}
+		w, c := serveBody(s, http.MethodPost, rt.path, "application/json", body)
+		if w.Code != http.StatusCreated {
+			checkRefused(t, w, c)
+			if !accepted && w.Code != http.StatusBadRequest && len(body) <= DefaultMaxBodyBytes {
+				t.Fatalf("decodeStrict refuses the body, yet the server answered %d", w.Code)
+			}
+			return
+		}
+		if !accepted {
+			t.Fatalf("decodeStrict refuses the body, yet the server created a %s", rt.typ)
+		}
+		if c.op != rt.op || c.doc == nil {
+			t.Fatalf("created (%d), yet the store saw %q", w.Code, c.op)
+		}
+		checkStorable(t, rt.typ, c.doc)
+		switch d := c.doc.(type) {
+		case *model.BoardDoc:
+			checkIDOf(t, "owner_id", uint64(d.OwnerID), idcodec.TypeUser)
+		case *model.PinDoc:
+			checkIDOf(t, "board_id", uint64(d.BoardID), idcodec.TypeBoard)
+			if d.OwnerID != 0 {
+				t.Fatalf("the client set a pin's owner_id %d", d.OwnerID)
+			}
+		case *model.CommentDoc:
+			checkIDOf(t, "author_id", uint64(d.AuthorID), idcodec.TypeUser)
+			if d.PinID != mustID(vecPin) {
+				t.Fatalf("comment on pin %d, want the path's %s", d.PinID, vecPin)
+			}
+		}
+		if !json.Valid(w.Body.Bytes()) {
+			t.Fatalf("201 with a body that is not JSON: %q", w.Body)
+		}
+	})
+}
+
+// patchRoutes are the objects a fuzz input's typ byte picks to patch.
+var patchRoutes = []struct {
+	path string
+	typ  idcodec.Type
+}{
+	{"/v1/users/" + vecUser, idcodec.TypeUser},
+	{"/v1/boards/" + vecBoard, idcodec.TypeBoard},
+	{"/v1/pins/" + vecPin, idcodec.TypePin},
+	{"/v1/comments/" + fuzzComment, idcodec.TypeComment},
+}
+
+// FuzzDecodePatch: the merge patch of PATCH /v1/{users,boards,pins,
+// comments}/{id} (typ picks one), applied to a stored document.
+func FuzzDecodePatch(f *testing.F) {
+	s := newFuzzServer(f)
+	f.Fuzz(func(t *testing.T, typ uint8, body []byte) {
+		rt := patchRoutes[int(typ)%len(patchRoutes)]
+		accepted := checkStrictRoundTrip[map[string]json.RawMessage](t, body)
+		ct := "application/merge-patch+json"
+		if typ&0x80 != 0 {
+			ct = "application/json"
+		}
+		w, c := serveBody(s, http.MethodPatch, rt.path, ct, body)
+		if w.Code != http.StatusOK {
+			checkRefused(t, w, c)
+			if !accepted && w.Code != http.StatusBadRequest && len(body) <= DefaultMaxBodyBytes {
+				t.Fatalf("decodeStrict refuses the patch, yet the server answered %d", w.Code)
+			}
+			return
+		}
+		if !accepted {
+			t.Fatalf("decodeStrict refuses the patch, yet the server applied it")
+		}
+		if c.op != "Update" || c.patched == nil {
+			t.Fatalf("patched (200), yet the store saw %q", c.op)
+		}
+		doc, err := model.DecodeDoc(rt.typ, c.patched)
+		if err != nil {
+			t.Fatalf("the patched %s %s does not decode: %v", rt.typ, c.patched, err)
+		}
+		if enc := checkStorable(t, rt.typ, doc); !bytes.Equal(enc, c.patched) {
+			t.Fatalf("the patched %s is not in its canonical encoding:\n%s\n%s", rt.typ, c.patched, enc)
+		}
+		orig, err := model.DecodeDoc(rt.typ, fuzzStored[rt.typ])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if doc.Refs() != orig.Refs() {
+			t.Fatalf("a patch moved the %s: refs %v, were %v", rt.typ, doc.Refs(), orig.Refs())
+		}
+	})
+}
+
+// FuzzDecodeOwners: the body of POST /v1/pins/owners.
+func FuzzDecodeOwners(f *testing.F) {
+	s := newFuzzServer(f)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		accepted := checkStrictRoundTrip[ownersRequest](t, body)
+		w, c := serveBody(s, http.MethodPost, "/v1/pins/owners", "application/json", body)
+		if w.Code != http.StatusOK {
+			checkRefused(t, w, c)
+			if !accepted && w.Code != http.StatusBadRequest && len(body) <= DefaultMaxBodyBytes {
+				t.Fatalf("decodeStrict refuses the body, yet the server answered %d", w.Code)
+			}
+			return
+		}
+		if !accepted {
+			t.Fatalf("decodeStrict refuses the body, yet the server answered 200")
+		}
+		var resp OwnersResponse
+		if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil {
+			t.Fatalf("200 with body %q: %v", w.Body, err)
+		}
+		if c.op != "Owners" {
+			// No ids at all: nothing to look up.
+			if c.op != "" || len(resp.NotFound) != 0 {
+				t.Fatalf("200 without looking up %v (store saw %q)", resp.NotFound, c.op)
+			}
+			return
+		}
+		if len(c.ids) == 0 || len(c.ids) > MaxOwners || len(resp.NotFound) != len(c.ids) {
+			t.Fatalf("looked up %d pins, answered %d not found", len(c.ids), len(resp.NotFound))
+		}
+		seen := map[uint64]bool{}
+		for i, id := range c.ids {
+			checkIDOf(t, "ids", id, idcodec.TypePin)
+			if seen[id] {
+				t.Fatalf("pin %d looked up twice", id)
+			}
+			seen[id] = true
+			if resp.NotFound[i] != strconv.FormatUint(id, 10) {
+				t.Fatalf("not_found[%d] = %q, looked up %d", i, resp.NotFound[i], id)
+			}
+		}
+	})
+}
+
+// FuzzDecodePosition: the body of PUT /v1/boards/{id}/pins/{pin_id}/position.
+func FuzzDecodePosition(f *testing.F) {
+	s := newFuzzServer(f)
+	path := "/v1/boards/" + vecBoard + "/pins/" + vecPin + "/position"
+	f.Fuzz(func(t *testing.T, body []byte) {
+		accepted := checkStrictRoundTrip[moveRequest](t, body)
+		w, c := serveBody(s, http.MethodPut, path, "application/json", body)
+		if w.Code != http.StatusNoContent {
+			checkRefused(t, w, c)
+			if !accepted && w.Code != http.StatusBadRequest && len(body) <= DefaultMaxBodyBytes {
+				t.Fatalf("decodeStrict refuses the body, yet the server answered %d", w.Code)
+			}
+			return
+		}
+		if !accepted {
+			t.Fatalf("decodeStrict refuses the body, yet the server moved the pin")
+		}
+		if c.op != "Move" || c.from != uint64(mustID(vecBoard)) || c.item != uint64(mustID(vecPin)) {
+			t.Fatalf("moved (204), yet the store saw %q %d %d", c.op, c.from, c.item)
+		}
+		if (c.before == 0) == (c.after == 0) {
+			t.Fatalf("a move with before %d and after %d", c.before, c.after)
+		}
+		anchor := c.before | c.after
+		checkIDOf(t, "anchor", anchor, idcodec.TypePin)
+		if anchor == c.item {
+			t.Fatalf("pin %d moved next to itself", anchor)
+		}
+	})
+}
+
+// TestCheckJSONText pins what decodeStrict refuses beyond encoding/json,
+// at its boundaries: the checks of the fuzz targets above must agree.
+func TestCheckJSONText(t *testing.T) {
+	objects := func(n int) string { return strings.Repeat(`{"a":`, n-1) + "{}" + strings.Repeat("}", n-1) }
+	cases := []struct {
+		name, body string
+		detail     string // "" when accepted
+	}{
+		{"nested MaxJSONDepth", objects(MaxJSONDepth), ""},
+		{"nested one more", objects(MaxJSONDepth + 1), "nested more than 31"},
+		{"brackets inside strings do not nest", `{"a":"` + strings.Repeat("[{", 100) + `"}`, ""},
+		{"escaped quote keeps the string open", `{"a":"\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}`, ""},
+		{"escaped backslash closes the string", `{"a":"\\"}`, ""},
+		{"invalid UTF-8", "{\"a\":\"\xff\xfe\"}", "not valid UTF-8"},
+		{"UTF-8 encoded surrogate", "{\"a\":\"\xed\xa0\x80\"}", "not valid UTF-8"},
+		{"overlong encoding", "{\"a\":\"\xc0\xaf\"}", "not valid UTF-8"},
+		{"surrogate pair", `{"a":"\ud83d\ude00","b":"\uDBFF\uDFFF"}`, ""},
+		{"pair then lone high", `{"a":"\ud83d\ude00\ud83d"}`, `\ud83d`},
+		{"lone high", `{"a":"\ud800"}`, `\ud800`},
+		{"lone high at the end", `{"a":"\ud800`, `\ud800`},
+		{"high then text", `{"a":"\ud83dx\ude00"}`, `\ud83d`},
+		{"high then a non-surrogate escape", `{"a":"\ud83d\u0041"}`, `\ud83d`},
+		{"high then high", `{"a":"\ud83d\ud83d"}`, `\ud83d`},
+		{"lone low", `{"a":"\udc00"}`, `\udc00`},
+		{"low then high", `{"a":"\udfff\udbff"}`, `\udfff`},
+		{"lone surrogate in a key", `{"\ud800":1}`, `\ud800`},
+		{"escaped backslash then u", `{"a":"\\ud800"}`, ""},
+		{"other escapes", `{"a":"\u0000\u00e9\u2028\n\t\/"}`, ""},
+		{"short escape", `{"a":"\u12"}`, ""}, // a syntax error, for decodeStrict
+	}
+	for _, c := range cases {
+		err := checkJSONText([]byte(c.body))
+		if c.detail == "" {
+			if err != nil {
+				t.Errorf("%s: refused: %v", c.name, err)
+			}
+			continue
+		}
+		if !model.IsCode(err, model.EInvalid) || !strings.Contains(model.ErrorMessage(err), c.detail) {
+			t.Errorf("%s: error %v, want %s naming %q", c.name, err, model.EInvalid, c.detail)
+		}
+		var v map[string]any
+		if err := decodeStrict([]byte(c.body), &v); !model.IsCode(err, model.EInvalid) {
+			t.Errorf("%s: decodeStrict error %v, want %s", c.name, err, model.EInvalid)
+		}
+	}
+}
