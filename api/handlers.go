@@ -32,19 +32,14 @@ func objectPath(o model.Object) string {
 
 // writeObject writes one object with its ETag; on 201 also its Location.
 func writeObject(w http.ResponseWriter, status int, o model.Object) error {
-	bp := bufPool.Get().(*[]byte)
-	b, err := appendObject((*bp)[:0], o)
-	if err != nil {
-		bufPool.Put(bp)
-		return err
-	}
-	*bp = append(b, '\n')
 	w.Header().Set("ETag", etag(o.Version))
 	if status == http.StatusCreated {
 		w.Header().Set("Location", objectPath(o))
 	}
-	writeBytes(w, status, bp)
-	return nil
+	return writeBuilt(w, status, func(b []byte) ([]byte, error) {
+		b, err := appendObject(b, o)
+		return append(b, '\n'), err
+	})
 }
 
 // createUser: POST /v1/users.
@@ -238,21 +233,16 @@ func (s *Server) getMany(typ idcodec.Type) handlerFunc {
 			}
 			found = append(found, o)
 		}
-		bp := bufPool.Get().(*[]byte)
-		b, err := appendList((*bp)[:0], found, "", nil)
-		if err != nil {
-			bufPool.Put(bp)
-			return err
-		}
-		// appendList ends with "}\n": reopen the object for not_found.
-		b = append(b[:len(b)-2], `,"not_found":`...)
-		if b, err = appendJSON(b, notFound); err != nil {
-			bufPool.Put(bp)
-			return err
-		}
-		*bp = append(b, '}', '\n')
-		writeBytes(w, http.StatusOK, bp)
-		return nil
+		return writeBuilt(w, http.StatusOK, func(b []byte) ([]byte, error) {
+			b, err := appendItems(append(b, '{'), found)
+			if err != nil {
+				return b, err
+			}
+			if b, err = appendJSON(append(b, `,"not_found":`...), notFound); err != nil {
+				return b, err
+			}
+			return append(b, '}', '\n'), nil
+		})
 	}
 }
 

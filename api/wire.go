@@ -235,22 +235,26 @@ func skipString(doc []byte, i int) (int, bool) {
 // bufPool recycles response buffers: a 50-pin page is about 20 KiB.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
 
-// writeBytes writes a JSON body built in a pooled buffer and returns the
-// buffer to the pool.
-func writeBytes(w http.ResponseWriter, status int, bp *[]byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(*bp)
-	if cap(*bp) <= 1<<20 { // don't keep the odd huge page alive
-		*bp = (*bp)[:0]
+// writeBuilt answers with the JSON body that build appends to a pooled
+// buffer; a build error is returned unwritten.
+func writeBuilt(w http.ResponseWriter, status int, build func(b []byte) ([]byte, error)) error {
+	bp := bufPool.Get().(*[]byte)
+	b, err := build((*bp)[:0])
+	if err == nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(b)
+	}
+	if cap(b) <= 1<<20 { // don't keep the odd huge page alive
+		*bp = b[:0]
 		bufPool.Put(bp)
 	}
+	return err
 }
 
-// appendList appends {"items":[…],"next_cursor":"…","count":N} for objs;
-// next_cursor is left out when empty, count when nil.
-func appendList(b []byte, objs []model.Object, next string, count *int64) ([]byte, error) {
-	b = append(b, `{"items":[`...)
+// appendItems appends "items":[…] for objs.
+func appendItems(b []byte, objs []model.Object) ([]byte, error) {
+	b = append(b, `"items":[`...)
 	for i, o := range objs {
 		if i > 0 {
 			b = append(b, ',')
@@ -260,7 +264,16 @@ func appendList(b []byte, objs []model.Object, next string, count *int64) ([]byt
 			return b, err
 		}
 	}
-	b = append(b, ']')
+	return append(b, ']'), nil
+}
+
+// appendList appends {"items":[…],"next_cursor":"…","count":N} for objs;
+// next_cursor is left out when empty, count when nil.
+func appendList(b []byte, objs []model.Object, next string, count *int64) ([]byte, error) {
+	b, err := appendItems(append(b, '{'), objs)
+	if err != nil {
+		return b, err
+	}
 	if next != "" {
 		// Cursors are base64url: nothing to escape.
 		b = append(b, `,"next_cursor":"`...)
@@ -276,15 +289,7 @@ func appendList(b []byte, objs []model.Object, next string, count *int64) ([]byt
 
 // writeList answers with one page of objects.
 func writeList(w http.ResponseWriter, objs []model.Object, next string, count *int64) error {
-	bp := bufPool.Get().(*[]byte)
-	b, err := appendList((*bp)[:0], objs, next, count)
-	if err != nil {
-		bufPool.Put(bp)
-		return err
-	}
-	*bp = b
-	writeBytes(w, http.StatusOK, bp)
-	return nil
+	return writeBuilt(w, http.StatusOK, func(b []byte) ([]byte, error) { return appendList(b, objs, next, count) })
 }
 
 // appendJSON appends v encoded as encoding/json does for responses (no
