@@ -30,6 +30,7 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -42,6 +43,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -358,12 +360,24 @@ func UniquePrefix(tb testing.TB, base string) string {
 		tb.Fatalf("testenv.UniquePrefix: base %q must match %s", base, baseRe)
 		return ""
 	}
-	var b [3]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		tb.Fatalf("testenv.UniquePrefix: %v", err)
-	}
-	return base + hex.EncodeToString(b[:]) + "_"
+	// A random start per process plus a counter: never the same suffix
+	// twice in one process (24 random bits alone repeated within a few
+	// hundred calls now and then), and unlikely across processes.
+	prefixStart.Do(func() {
+		var b [4]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			tb.Fatalf("testenv.UniquePrefix: %v", err)
+		}
+		prefixSeq.Store(binary.BigEndian.Uint32(b[:]))
+	})
+	v := prefixSeq.Add(1) & 0xFFFFFF
+	return base + hex.EncodeToString([]byte{byte(v >> 16), byte(v >> 8), byte(v)}) + "_"
 }
+
+var (
+	prefixStart sync.Once
+	prefixSeq   atomic.Uint32
+)
 
 // DropDatabases drops every database on the server at dsn whose name starts
 // with prefix, except the system schemas. prefix must match
@@ -531,6 +545,9 @@ func (h *Host) serverArgs() []string {
 	args := []string{
 		"--no-defaults",
 		"--datadir=" + h.dir,
+		// Its own temporary files: bootstraps sharing /tmp delete each
+		// other's (seen: "Error on delete of '/tmp/#sql-temptable-…'").
+		"--tmpdir=" + h.dir,
 		"--character-set-server=utf8mb4",
 		"--collation-server=utf8mb4_general_ci",
 		"--skip-name-resolve",
