@@ -67,7 +67,6 @@ package ownercache
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -78,6 +77,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/pinstore/pinstore/internal/metrics"
 	"github.com/pinstore/pinstore/model"
 )
 
@@ -148,15 +148,15 @@ func New(client redis.UniversalClient, opts Options) *Cache {
 	for i := range c.fields {
 		c.fields[i] = strconv.Itoa(i)
 	}
-	c.hits = register(opts.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+	c.hits = metrics.Register(opts.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pinstore_owner_cache_hits_total",
 		Help: "Pins whose owner was found in the Redis owner cache.",
 	}))
-	c.misses = register(opts.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
+	c.misses = metrics.Register(opts.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pinstore_owner_cache_misses_total",
 		Help: "Pins whose owner was not in the Redis owner cache.",
 	}))
-	c.fails = register(opts.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
+	c.fails = metrics.Register(opts.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pinstore_owner_cache_errors_total",
 		Help: "Redis owner cache calls that failed or timed out, by operation.",
 	}, []string{"op"}))
@@ -165,25 +165,6 @@ func New(client redis.UniversalClient, opts Options) *Cache {
 			"timeout", c.timeout)
 	}
 	return c
-}
-
-// register registers col on reg, or returns the collector reg already holds
-// under the same description.
-func register[C prometheus.Collector](reg prometheus.Registerer, col C) C {
-	if reg == nil {
-		return col
-	}
-	if err := reg.Register(col); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(C); ok {
-				return existing
-			}
-		}
-		// A conflicting collector of another shape: keep ours unregistered
-		// rather than fail; the cache works without metrics.
-	}
-	return col
 }
 
 func contextTimeoutEnabled(client redis.UniversalClient) bool {
