@@ -403,15 +403,18 @@ func (s *Server) owners(w http.ResponseWriter, r *http.Request) error {
 	order := make([]string, 0, len(req.IDs))
 	seen := make(map[uint64]bool, len(req.IDs))
 	for i, raw := range req.IDs {
-		var str string
-		if err := json.Unmarshal(raw, &str); err != nil {
-			return errorf(model.EInvalid, "ids[%d] must be a decimal string, not %s", i, quoteInput(string(raw)))
+		str, ok := digitString(raw)
+		if !ok {
+			if err := json.Unmarshal(raw, &str); err != nil {
+				return errorf(model.EInvalid, "ids[%d] must be a decimal string, not %s", i, quoteInput(string(raw)))
+			}
 		}
-		id, err := ParseID("ids["+strconv.Itoa(i)+"]", str, typePin)
+		id, err := ParseID("ids", str, typePin)
 		if model.IsCode(err, model.ENotFound) {
 			return errorf(model.EInvalid, "ids[%d] %s is not a pin id", i, quoteInput(str))
 		}
 		if err != nil {
+			_, err = ParseID("ids["+strconv.Itoa(i)+"]", str, typePin) // the same error, naming the entry
 			return err
 		}
 		if !seen[id] {
@@ -427,15 +430,49 @@ func (s *Server) owners(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	resp := OwnersResponse{Owners: make(map[string]string, len(owners)), NotFound: []string{}}
-	for i, id := range ids {
-		if owner, ok := owners[id]; ok {
-			resp.Owners[order[i]] = idString(owner)
-		} else {
-			resp.NotFound = append(resp.NotFound, order[i])
+	// An OwnersResponse, written in request order: every key is an ID
+	// that ParseID accepted, so decimal digits that need no escaping.
+	return writeBuilt(w, http.StatusOK, func(b []byte) ([]byte, error) {
+		b = append(b, `{"owners":{`...)
+		first := true
+		for i, id := range ids {
+			if owner, ok := owners[id]; ok {
+				if !first {
+					b = append(b, ',')
+				}
+				first = false
+				b = append(append(append(b, '"'), order[i]...), `":"`...)
+				b = append(strconv.AppendUint(b, owner, 10), '"')
+			}
+		}
+		b = append(b, `},"not_found":[`...)
+		first = true
+		for i, id := range ids {
+			if _, ok := owners[id]; !ok {
+				if !first {
+					b = append(b, ',')
+				}
+				first = false
+				b = append(append(append(b, '"'), order[i]...), '"')
+			}
+		}
+		return append(b, "]}\n"...), nil
+	})
+}
+
+// digitString returns the content of a JSON string literal made only of
+// decimal digits, the form every ID takes, without a full JSON decode;
+// anything else is left to encoding/json.
+func digitString(raw json.RawMessage) (string, bool) {
+	if len(raw) < 3 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c < '0' || c > '9' {
+			return "", false
 		}
 	}
-	return writeJSON(w, http.StatusOK, resp)
+	return string(raw[1 : len(raw)-1]), true
 }
 
 // decodeID: GET /v1/ids/{id}, pure arithmetic.
