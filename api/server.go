@@ -37,6 +37,8 @@ type Config struct {
 	// Logger receives access logs and the causes of 5xx errors. Default:
 	// slog.Default().
 	Logger *slog.Logger
+	// AccessLog receives the one line per request. Default: Logger.
+	AccessLog *slog.Logger
 	// Registry receives the HTTP metrics and is served at /metrics.
 	// Default: a new, empty registry.
 	Registry *prometheus.Registry
@@ -54,15 +56,16 @@ type Config struct {
 
 // Server is the API's http.Handler.
 type Server struct {
-	store    Store
-	logger   *slog.Logger
-	registry *prometheus.Registry
-	limits   model.Limits
-	maxBody  int64
-	spec     []byte
-	docs     []byte
-	metrics  *httpMetrics
-	router   chi.Router
+	store     Store
+	logger    *slog.Logger
+	accessLog *slog.Logger
+	registry  *prometheus.Registry
+	limits    model.Limits
+	maxBody   int64
+	spec      []byte
+	docs      []byte
+	metrics   *httpMetrics
+	router    chi.Router
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -74,15 +77,19 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("api.New: Config.Store is required")
 	}
 	s := &Server{
-		store:    cfg.Store,
-		logger:   cfg.Logger,
-		registry: cfg.Registry,
-		limits:   cfg.Limits,
-		maxBody:  cfg.MaxBodyBytes,
-		spec:     cfg.Spec,
+		store:     cfg.Store,
+		logger:    cfg.Logger,
+		accessLog: cfg.AccessLog,
+		registry:  cfg.Registry,
+		limits:    cfg.Limits,
+		maxBody:   cfg.MaxBodyBytes,
+		spec:      cfg.Spec,
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()
+	}
+	if s.accessLog == nil {
+		s.accessLog = s.logger
 	}
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
@@ -117,7 +124,7 @@ func (s *Server) routes(auth func(http.Handler) http.Handler) chi.Router {
 	r.Use(
 		withRequestID,           // first: everything after logs and answers with it
 		s.metrics.measure,       // latency and count per route pattern
-		accessLog(s.logger),     // one JSON line per request
+		accessLog(s.accessLog),  // one JSON line per request
 		recoverPanics(s.logger), // a panic becomes a logged 500 problem
 	)
 	r.NotFound(s.handle(func(w http.ResponseWriter, r *http.Request) error {

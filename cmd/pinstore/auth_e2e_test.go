@@ -189,7 +189,12 @@ func TestAuthE2E(t *testing.T) {
 	}
 	s.as(bobTok, http.StatusOK, http.MethodPatch, "/v1/pins/"+bobPin.ID, map[string]any{"description": "bob's own"})
 
-	// Logs name the principal, never a token or a secret.
+	// Logs name the principal, never a token or a secret. Access lines are
+	// written at least every 100ms: wait for the one of the last request.
+	lastID := s.req(http.MethodGet, "/v1/pins/"+bobPin.ID, nil, bearerHdr(aliceTok)...).Header.Get("X-Request-Id")
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline) && !strings.Contains(strings.Join(s.logs.Lines(), "\n"), lastID); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	var sawAlice bool
 	for _, l := range s.logs.Lines() {
 		for _, secret := range []string{aliceTok, bobTok, e2eAdminToken, e2eReadToken, e2eWriteToken, e2eTokenSecret, expired, foreign} {

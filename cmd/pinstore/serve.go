@@ -107,7 +107,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}
 
-	handler, err := api.New(api.Config{Store: st, Logger: logger, Registry: reg, Limits: cfg.Limits, Auth: authMW})
+	// Access lines are written in batches (every 100ms or 64 KiB), not one
+	// system call per request; everything else is written at once.
+	access := newLineBuffer(stderr, 100*time.Millisecond, 64<<10)
+	defer access.Close()
+	accessLogger, _ := serveLogger(getenv("PINSTORE_LOG_LEVEL"), access)
+	handler, err := api.New(api.Config{Store: st, Logger: logger, AccessLog: accessLogger, Registry: reg, Limits: cfg.Limits, Auth: authMW})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}

@@ -1040,9 +1040,19 @@ func TestServeOperational(t *testing.T) {
 		t.Errorf("/metrics holds a raw ID")
 	}
 
-	// Access logs: one JSON line per request, with the route pattern.
+	// Access logs: one JSON line per request, with the route pattern
+	// (written in batches, at least every 100ms).
 	found := false
-	for _, line := range s.logs.Lines() {
+	for deadline := time.Now().Add(5 * time.Second); !found && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		found = accessLogged(s.logs.Lines())
+	}
+	if !found {
+		t.Errorf("no access log line for GET /v1/users/{id} 404 with request id trace-me")
+	}
+}
+
+func accessLogged(lines []string) bool {
+	for _, line := range lines {
 		var rec struct {
 			Msg       string   `json:"msg"`
 			Method    string   `json:"method"`
@@ -1055,12 +1065,10 @@ func TestServeOperational(t *testing.T) {
 			continue
 		}
 		if rec.Route == "/v1/users/{id}" && rec.Status == 404 && rec.RequestID == "trace-me" && rec.Duration != nil && rec.Method == "GET" {
-			found = true
+			return true
 		}
 	}
-	if !found {
-		t.Errorf("no access log line for GET /v1/users/{id} 404 with request id trace-me")
-	}
+	return false
 }
 
 // TestServeGracefulShutdown: a request in flight when the server is told
