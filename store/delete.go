@@ -29,6 +29,7 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		return err
 	}
 	var pins []uint64 // pins deleted whose likes must go
+	var owner uint64  // their owner, whose followers' feeds hold them
 	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
 		d, err := s.markDeleted(ctx, tx, op, sh, typ, local, ifVersion)
 		if err != nil {
@@ -36,13 +37,14 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		}
 		switch d := d.(type) {
 		case *model.PinDoc:
-			pins = append(pins, id)
+			pins, owner = append(pins, id), uint64(d.OwnerID)
 			return unlistPin(ctx, tx, sh, uint64(d.BoardID), uint64(d.OwnerID), id)
 		case *model.BoardDoc:
 			if _, err := removeEdge(ctx, tx, sh, model.UserBoards, uint64(d.OwnerID), id); err != nil {
 				return err
 			}
-			pins, err = s.deleteBoardPins(ctx, tx, op, sh, id, uint64(d.OwnerID))
+			owner = uint64(d.OwnerID)
+			pins, err = s.deleteBoardPins(ctx, tx, op, sh, id, owner)
 			return err
 		case *model.CommentDoc:
 			_, err := removeEdge(ctx, tx, sh, model.PinComments, uint64(d.PinID), id)
@@ -55,6 +57,9 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 	}
 	if len(pins) > 0 {
 		s.owners.forget(ctx, pins...)
+	}
+	for _, pin := range pins {
+		s.feed.enqueue(feedJob{pin: pin, author: owner, remove: true, outbox: true})
 	}
 	for _, pin := range pins {
 		if err := s.drain(ctx, op, model.PinLikers, pin, model.UserLikes, true); err != nil {
@@ -71,7 +76,13 @@ func unlistPin(ctx context.Context, tx *sqlx.Tx, sh shard, board, owner, pin uin
 	if _, err := removeEdge(ctx, tx, sh, model.BoardPins, board, pin); err != nil {
 		return err
 	}
-	_, err := removeEdge(ctx, tx, sh, model.UserPins, owner, pin)
+	if _, err := removeEdge(ctx, tx, sh, model.UserPins, owner, pin); err != nil {
+		return err
+	}
+	// Its feed rows are to go (feed.go): durable until they have, and a
+	// sweep must not fan the pin out again.
+	_, err := tx.ExecContext(ctx, "INSERT INTO "+sh.db+".feed_outbox (pin_id, author_id, sequence, created_at, remove) VALUES (?, ?, 0, UTC_TIMESTAMP(6), 1)"+
+		" ON DUPLICATE KEY UPDATE remove = 1, created_at = VALUES(created_at)", pin, owner)
 	return err
 }
 

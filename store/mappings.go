@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"sort"
 	"strings"
 	"sync"
 
@@ -114,6 +113,9 @@ func (s *Store) AddMapping(ctx context.Context, m model.Mapping, from, to uint64
 			return rerr
 		}
 	}
+	if err == nil && fwd == model.UserFollowing {
+		err = s.backfillFeed(ctx, op, f, t)
+	}
 	return err
 }
 
@@ -143,6 +145,13 @@ func (s *Store) removePair(ctx context.Context, op string, fwd model.Mapping, f,
 			return err
 		}); err != nil {
 			return err
+		}
+		if side.m == model.UserFollowing {
+			// The feed is on the follower's shard, like the forward row:
+			// cleared before the inverse, which may be on a host that is down.
+			if _, err := s.dropFeedAuthor(ctx, op, f, t); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -502,99 +511,4 @@ func (s *Store) GetMany(ctx context.Context, ids []uint64, typ idcodec.Type) ([]
 		}
 	}
 	return out, nil
-}
-
-// FeedFollowing bounds how many followees a feed page reads from (the most
-// recently followed first).
-const FeedFollowing = 1000
-
-// Feed returns the pins of the users that user follows, newest first, as
-// one page: it reads the followee list, then from every host in parallel
-// one statement that takes, per followee, the newest limit+1 user_pins
-// entries below the cursor, and merges them.
-func (s *Store) Feed(ctx context.Context, user uint64, p model.Page) (model.List, error) {
-	const op = "store.Feed"
-	p.Desc = true
-	if p.Offset != 0 {
-		return model.List{}, model.Wrap(op, model.EInvalid, "the feed is paged by cursor only", nil)
-	}
-	if err := p.Normalize(); err != nil {
-		return model.List{}, err
-	}
-	var pos *cursorPos
-	if p.Cursor != "" {
-		c, err := s.cursor.decode(p.Cursor, kindFeed, user, true)
-		if err != nil {
-			return model.List{}, err
-		}
-		pos = &c
-	}
-	following, err := s.List(ctx, model.UserFollowing, user, model.Page{Limit: model.MaxLimit, Desc: true})
-	if err != nil {
-		return model.List{}, err
-	}
-	ids := make([]uint64, 0, len(following.Entries))
-	for _, e := range following.Entries {
-		ids = append(ids, e.To)
-	}
-	for next := following.NextCursor; next != "" && len(ids) < FeedFollowing; {
-		more, err := s.List(ctx, model.UserFollowing, user, model.Page{Limit: model.MaxLimit, Desc: true, Cursor: next})
-		if err != nil {
-			return model.List{}, err
-		}
-		for _, e := range more.Entries {
-			ids = append(ids, e.To)
-		}
-		next = more.NextCursor
-	}
-	groups, err := s.groupByHost(op, ids, idcodec.TypeUser)
-	if err != nil {
-		return model.List{}, err
-	}
-	ctx, cancel := s.deadline(ctx)
-	defer cancel()
-	var mu sync.Mutex
-	var all []model.Entry
-	err = eachHost(groups, func(b *hostBatch) error {
-		var q strings.Builder
-		var args []any
-		first := true
-		for _, n := range b.order {
-			for _, f := range b.shards[n] {
-				if !first {
-					q.WriteString(" UNION ALL ")
-				}
-				first = false
-				q.WriteString("(SELECT to_id, sequence FROM " + s.topo.Load().names[n] + ".user_pins WHERE from_id = ?")
-				args = append(args, f)
-				if pos != nil {
-					q.WriteString(" AND sequence <= ? AND (sequence < ? OR to_id < ?)")
-					args = append(args, pos.seq, pos.seq, pos.to)
-				}
-				q.WriteString(" ORDER BY sequence DESC, to_id DESC LIMIT ?)")
-				args = append(args, p.Limit+1)
-			}
-		}
-		entries, err := scanEntries(ctx, b.host.db, q.String(), args...)
-		if err != nil {
-			return classify(op, b.host, err)
-		}
-		mu.Lock()
-		all = append(all, entries...)
-		mu.Unlock()
-		return nil
-	})
-	if err != nil {
-		return model.List{}, err
-	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].Sequence != all[j].Sequence {
-			return all[i].Sequence > all[j].Sequence
-		}
-		return all[i].To > all[j].To
-	})
-	if len(all) > p.Limit+1 {
-		all = all[:p.Limit+1]
-	}
-	return s.page(all, p, kindFeed, user), nil
 }

@@ -210,6 +210,7 @@ func (s *Store) CreatePin(ctx context.Context, doc model.PinDoc) (model.Object, 
 	}
 	doc.Active = true
 	var obj model.Object
+	var seq int64
 	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
 		_, bd, err := readLive(ctx, tx, op, sh, idcodec.TypeBoard, boardLocal, " LOCK IN SHARE MODE")
 		if err != nil {
@@ -224,15 +225,20 @@ func (s *Store) CreatePin(ctx context.Context, doc model.PinDoc) (model.Object, 
 		if obj, err = insertObject(ctx, tx, sh, idcodec.TypePin, b, at); err != nil {
 			return err
 		}
-		seq := at.UnixMilli()
+		seq = at.UnixMilli()
 		if _, err = addEdge(ctx, tx, sh, model.BoardPins, uint64(doc.BoardID), obj.ID, seq); err != nil {
 			return err
 		}
-		_, err = addEdge(ctx, tx, sh, model.UserPins, uint64(doc.OwnerID), obj.ID, seq)
+		if _, err = addEdge(ctx, tx, sh, model.UserPins, uint64(doc.OwnerID), obj.ID, seq); err != nil {
+			return err
+		}
+		// Durable until the fan-out to followers' feeds is written (feed.go).
+		_, err = tx.ExecContext(ctx, "INSERT INTO "+sh.db+".feed_outbox (pin_id, author_id, sequence, created_at) VALUES (?, ?, ?, ?)", obj.ID, uint64(doc.OwnerID), seq, at)
 		return err
 	})
 	if err == nil {
 		s.owners.set(ctx, obj.ID, uint64(doc.OwnerID))
+		s.feed.enqueue(feedJob{pin: obj.ID, author: uint64(doc.OwnerID), seq: seq, outbox: true})
 	}
 	return obj, err
 }

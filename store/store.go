@@ -48,6 +48,8 @@ type Config struct {
 	MaxDocBytes  int           // stored document limit; default 16 KiB
 	PoolSize     int           // max open connections per host; default 64
 	QueryTimeout time.Duration // per-statement deadline when the caller set none; default 5s
+	FeedBackfill int           // a followee's newest pins a follow copies into the feed; default 1000
+	FeedSweep    time.Duration // redo fan-out left in feed_outbox: at Open, then this often; 0 = never (tools)
 	Redis        RedisConfig
 	Logger       *slog.Logger
 	Registerer   prometheus.Registerer
@@ -129,6 +131,7 @@ type Store struct {
 	topo   atomic.Pointer[topology]
 	cursor cursorCodec
 	owners ownerCache
+	feed   *fanout
 
 	mu    sync.Mutex
 	pools map[string]*sqlx.DB // by master or replica DSN, shared across map versions
@@ -170,6 +173,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.QueryTimeout <= 0 {
 		cfg.QueryTimeout = 5 * time.Second
 	}
+	if cfg.FeedBackfill <= 0 {
+		cfg.FeedBackfill = defaultFeedBackfill
+	}
 	if len(cfg.CursorSecret) == 0 {
 		cfg.CursorSecret = make([]byte, 32)
 		_, _ = rand.Read(cfg.CursorSecret)
@@ -181,6 +187,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s.topo.Store(t)
+	s.startFanout()
 	if err := s.openCache(ctx); err != nil {
 		s.Close()
 		return nil, err
@@ -188,8 +195,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// Close closes every pool and the Redis client.
+// Close finishes the queued feed fan-out (giving it one last try), then
+// closes every pool and the Redis client.
 func (s *Store) Close() error {
+	if s.feed != nil {
+		s.feed.stop()
+		<-s.feed.done
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var errs []error

@@ -56,10 +56,15 @@ func ids(l model.List) []uint64 {
 // all pages through a list with cursors.
 func all(t *testing.T, s *Store, m model.Mapping, from uint64, limit int, desc bool) []uint64 {
 	t.Helper()
+	return pageAll(t, model.Page{Limit: limit, Desc: desc}, func(p model.Page) (model.List, error) { return s.List(ctx, m, from, p) })
+}
+
+// pageAll follows a paged read's cursors to the end.
+func pageAll(t *testing.T, p model.Page, read func(model.Page) (model.List, error)) []uint64 {
+	t.Helper()
 	var out []uint64
-	p := model.Page{Limit: limit, Desc: desc}
 	for i := 0; ; i++ {
-		l, err := s.List(ctx, m, from, p)
+		l, err := read(p)
 		if err != nil {
 			t.Fatal(err)
 		}

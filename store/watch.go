@@ -22,13 +22,23 @@ const DefaultMapPoll = 2 * time.Second
 // defaulting to DefaultMapPoll. Servers (WatchMap) and move-shards (its
 // default settle time) must agree on it.
 func MapPollFromEnv(getenv func(string) string) (time.Duration, error) {
-	v := getenv("PINSTORE_MAP_POLL")
+	return durationFromEnv(getenv, "PINSTORE_MAP_POLL", DefaultMapPoll, false)
+}
+
+// durationFromEnv reads the Go duration in variable name, def when unset;
+// it must be positive, or with allowZero not negative.
+func durationFromEnv(getenv func(string) string, name string, def time.Duration, allowZero bool) (time.Duration, error) {
+	v := getenv(name)
 	if v == "" {
-		return DefaultMapPoll, nil
+		return def, nil
 	}
 	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("PINSTORE_MAP_POLL: %q is not a positive duration", v)
+	if err != nil || d < 0 || d == 0 && !allowZero {
+		what := "a positive duration"
+		if allowZero {
+			what = "a duration"
+		}
+		return 0, fmt.Errorf("%s: %q is not %s", name, v, what)
 	}
 	return d, nil
 }

@@ -246,3 +246,16 @@ func TestMapPollFromEnv(t *testing.T) {
 		}
 	}
 }
+
+func TestFeedSweepFromEnv(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want time.Duration
+		err  bool
+	}{{"", DefaultFeedSweep, false}, {"30s", 30 * time.Second, false}, {"0", 0, false}, {"-1s", 0, true}, {"often", 0, true}} {
+		got, err := FeedSweepFromEnv(func(string) string { return tt.in })
+		if got != tt.want || (err != nil) != tt.err {
+			t.Errorf("%q: %v, %v", tt.in, got, err)
+		}
+	}
+}

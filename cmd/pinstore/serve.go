@@ -65,6 +65,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	cfg.Logger = logger
 	cfg.Registerer = reg
+	if cfg.FeedSweep, err = store.FeedSweepFromEnv(getenv); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	st, err := store.Open(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("serve: open store: %w", err)

@@ -1167,6 +1167,26 @@ func TestServeFeedMergesFollowees(t *testing.T) {
 	}
 	feed, _ := s.all("/v1/users/"+reader.ID+"/feed", 7)
 	equalIDs(t, "feed after an unfollow", feed, reversed(want))
+
+	// New pins reach followers' feeds (written in the background, within
+	// moments); the unfollowed author's do not.
+	time.Sleep(2 * time.Millisecond)
+	skipped := s.create("/v1/pins", map[string]any{"board_id": boards[1]}).ID
+	time.Sleep(2 * time.Millisecond)
+	fresh := s.create("/v1/pins", map[string]any{"board_id": boards[0]}).ID
+	want = append(want, fresh)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		feed, _ = s.all("/v1/users/"+reader.ID+"/feed", 7)
+		if slices.Contains(feed, fresh) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	equalIDs(t, "feed after new pins", feed, reversed(want))
+	if slices.Contains(feed, skipped) {
+		t.Fatalf("the unfollowed author's new pin %s is in the feed", skipped)
+	}
 }
 
 // TestServeConcurrentEdits: of two edits made from the same version, one

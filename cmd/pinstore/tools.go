@@ -87,7 +87,12 @@ func runRepair(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	return json.NewEncoder(stdout).Encode(map[string]any{"dry_run": *dry, "pairs": rep})
+	// Feeds after pairs: a follow the first pass removed takes its feed rows with it.
+	feeds, err := s.RepairFeeds(ctx, *dry, stderr)
+	if err != nil {
+		return err
+	}
+	return json.NewEncoder(stdout).Encode(map[string]any{"dry_run": *dry, "pairs": rep, "feeds": feeds})
 }
 
 // idJSON is the printed form of a decoded ID.

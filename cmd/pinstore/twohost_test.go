@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -216,7 +217,9 @@ func TestServeTwoHosts(t *testing.T) {
 	s.fail(http.StatusServiceUnavailable, "unavailable", http.MethodPost, "/v1/pins", map[string]any{"board_id": bBoard.ID})
 	s.must(http.StatusOK, http.MethodGet, "/v1/users/"+alice.ID, nil)
 	equalIDs(t, "alice's board, h1 down", s.page("/v1/boards/"+aBoard.ID+"/pins").ids(), []string{pins[4], pins[2], pins[0]})
-	s.create("/v1/pins", map[string]any{"board_id": aBoard.ID, "description": "while h1 is down"})
+	// Alice's pin made while h1 is down: carol (h1) follows alice, so its
+	// fan-out to carol's feed waits for h1.
+	downPin := s.create("/v1/pins", map[string]any{"board_id": aBoard.ID, "description": "while h1 is down"}).ID
 	var ready struct {
 		Status string
 		Checks []model.Health
@@ -250,6 +253,18 @@ func TestServeTwoHosts(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	s.must(http.StatusOK, http.MethodGet, "/readyz", nil)
+	// The fan-out held back by the outage reaches carol's feed; alice's
+	// feed lost bob's pins with the unfollow although bob's side failed.
+	for feed, _ := s.all("/v1/users/"+carol.ID+"/feed", 10); !slices.Contains(feed, downPin); feed, _ = s.all("/v1/users/"+carol.ID+"/feed", 10) {
+		if time.Now().After(deadline) {
+			t.Fatalf("carol's feed %v lacks %s, made while h1 was down, 10s after h1 came back", feed, downPin)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	equalIDs(t, "carol's feed after the outage", s.page("/v1/users/"+carol.ID+"/feed?limit=50").ids(), append([]string{downPin}, reversed(pins)...))
+	if feed, _ := s.all("/v1/users/"+alice.ID+"/feed", 10); len(feed) != 0 {
+		t.Fatalf("alice unfollowed bob, yet her feed holds %v", feed)
+	}
 	bobFollowers, _ = s.all("/v1/users/"+bob.ID+"/followers", 10)
 	if !slices.Contains(bobFollowers, alice.ID) {
 		t.Fatalf("bob's followers %v: expected the stale inverse before repair", bobFollowers)
@@ -261,10 +276,14 @@ func TestServeTwoHosts(t *testing.T) {
 		t.Fatalf("repair: %v\n%s", err, out)
 	}
 	var rep struct {
-		Pairs []store.RepairReport `json:"pairs"`
+		Pairs []store.RepairReport   `json:"pairs"`
+		Feeds store.FeedRepairReport `json:"feeds"`
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("repair output %q: %v", out, err)
+	}
+	if rep.Feeds.Follows != 2 || rep.Feeds.Missing != 0 || rep.Feeds.Stale != 0 {
+		t.Fatalf("feed repair after the outage (carol follows alice and bob) %s", out)
 	}
 	for _, r := range rep.Pairs {
 		want := 0
@@ -317,5 +336,46 @@ func waitForLog(t *testing.T, logs *logLines, substr string) {
 			t.Fatalf("no log line with %q in 10s", substr)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestServeFeedOutboxSurvivesRestart: a pin's fan-out that could not be
+// written before its server stopped (the follower's host was down) is
+// written by the next server's start-up sweep of feed_outbox, without
+// pinstore repair.
+func TestServeFeedOutboxSurvivesRestart(t *testing.T) {
+	th := startTwoHosts(t)
+	alice := th.userOn("h0", "alice")
+	carol := th.userOn("h1", "carol")
+	board := th.create("/v1/boards", map[string]any{"owner_id": alice.ID, "name": "a"}).ID
+	th.must(http.StatusNoContent, http.MethodPut, "/v1/users/"+carol.ID+"/following/"+alice.ID, nil)
+
+	th.h1.Stop(t)
+	pin := th.create("/v1/pins", map[string]any{"board_id": board, "description": "made while carol's host is down"}).ID
+	if err := th.server.stop(); err != nil { // its last fan-out attempt fails: h1 is still down
+		t.Fatal(err)
+	}
+	unfinished := false
+	for _, l := range th.server.logs.Lines() {
+		unfinished = unfinished || strings.Contains(l, "feed fan-out unfinished at shutdown")
+	}
+	if !unfinished {
+		t.Fatal("the server did not report unfinished fan-out at shutdown")
+	}
+
+	th.h1.Start(t)
+	env := maps.Clone(th.env)
+	env["PINSTORE_FEED_SWEEP"] = "1h" // only the start-up sweep
+	next := startServerEnv(t, env)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		feed, _ := next.all("/v1/users/"+carol.ID+"/feed", 10)
+		if slices.Equal(feed, []string{pin}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("carol's feed %v, 15s after a new server started; want [%s]", feed, pin)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
