@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -247,57 +246,21 @@ func (b *baseline) boardPage(ctx context.Context, board uint64, pos *keyPos, off
 	return err
 }
 
-// feed: the followee list, one UNION ALL of each followee's newest 51
-// user_pins entries, a merge, then the 50 pins.
+// feed: one page of the user's materialised feed (user_feed, written on
+// pin creation), then the 50 pins: the statements a minimal fan-out-on-write
+// store runs, as pinstore does.
 func (b *baseline) feed(ctx context.Context, user uint64) error {
-	followees, _, err := b.page(ctx, b.dbOf(user), "user_following", user, nil, 0, 250)
+	ids, _, err := b.page(ctx, b.dbOf(user), "user_feed", user, nil, 0, 50)
 	if err != nil {
 		return err
 	}
-	var q strings.Builder
-	args := make([]any, 0, 2*len(followees))
-	for i, f := range followees {
-		if i > 0 {
-			q.WriteString(" UNION ALL ")
-		}
-		q.WriteString("(SELECT to_id, sequence FROM " + b.dbOf(f) + ".user_pins WHERE from_id = ? ORDER BY sequence DESC, to_id DESC LIMIT ?)")
-		args = append(args, f, 51)
+	if len(ids) > 50 {
+		ids = ids[:50]
 	}
-	rows, err := b.db.QueryContext(ctx, q.String(), args...)
-	if err != nil {
-		return err
+	n, err := b.getMany(ctx, ids, idcodec.TypePin)
+	if err == nil && n != 50 {
+		err = fmt.Errorf("feed page: %d of 50 pins", n)
 	}
-	type ent struct {
-		to  uint64
-		seq int64
-	}
-	var all []ent
-	for rows.Next() {
-		var e ent
-		if err := rows.Scan(&e.to, &e.seq); err != nil {
-			rows.Close()
-			return err
-		}
-		all = append(all, e)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	sort.Slice(all, func(i, j int) bool {
-		if all[i].seq != all[j].seq {
-			return all[i].seq > all[j].seq
-		}
-		return all[i].to > all[j].to
-	})
-	if len(all) > 50 {
-		all = all[:50]
-	}
-	ids := make([]uint64, len(all))
-	for i, e := range all {
-		ids[i] = e.to
-	}
-	_, err = b.getMany(ctx, ids, idcodec.TypePin)
 	return err
 }
 

@@ -38,6 +38,8 @@ type config struct {
 	markdown    string
 	state       string
 	boardPins   int
+	client      string
+	rounds      int
 }
 
 var allScenarios = []string{"get-pin", "create-pin", "board-page-d0", "board-page-d10k-cursor", "board-page-d10k-offset", "feed-200", "owners-1000", "linkbench"}
@@ -61,6 +63,8 @@ func main() {
 	flag.StringVar(&c.markdown, "markdown", "", "also write the Markdown summary to this file")
 	flag.StringVar(&c.state, "state", "", "seed state JSON: loaded when it exists, written after seeding otherwise")
 	flag.IntVar(&c.boardPins, "board-pins", 10050, "pins on the big board (>= 10050 for depth-10,000 pages)")
+	flag.IntVar(&c.rounds, "rounds", 4, "alternate api and baseline this many times per scenario, each for duration/rounds")
+	flag.StringVar(&c.client, "client", "lean", "HTTP client for the api side: lean (minimal keep-alive HTTP/1.1, little CPU) or net (Go's net/http)")
 	flag.Parse()
 	if !strings.Contains(c.addr, "://") {
 		c.addr = "http://" + c.addr
@@ -70,6 +74,14 @@ func main() {
 		if s = strings.TrimSpace(s); s != "" {
 			c.scenarios = append(c.scenarios, s)
 		}
+	}
+	if c.rounds < 1 {
+		fmt.Fprintln(os.Stderr, "load: -rounds must be at least 1")
+		os.Exit(2)
+	}
+	if c.client != "lean" && c.client != "net" {
+		fmt.Fprintln(os.Stderr, "load: -client must be lean or net")
+		os.Exit(2)
 	}
 	if c.mode != "api" && c.mode != "baseline" && c.mode != "both" {
 		fmt.Fprintln(os.Stderr, "load: -mode must be api, baseline or both")
@@ -85,6 +97,13 @@ func main() {
 
 func run(ctx context.Context, c config) error {
 	api := newAPIClient(c.addr, c.conns)
+	if c.client == "lean" {
+		lean, err := newLeanClient(c.addr, c.conns)
+		if err != nil {
+			return err
+		}
+		api.lean = lean
+	}
 	st, err := loadOrSeed(ctx, c, api)
 	if err != nil {
 		return err
@@ -106,15 +125,27 @@ func run(ctx context.Context, c config) error {
 			return err
 		}
 		r := scenarioResult{name: name, note: sc.note}
-		if c.mode != "baseline" {
-			fmt.Fprintf(os.Stderr, "running %s (api) for %s at %d conns…\n", name, c.duration, c.conns)
-			r.api = measure(ctx, c, sc.api)
-			fmt.Fprintln(os.Stderr, "  ", r.api.summary())
-		}
-		if c.mode != "api" {
-			fmt.Fprintf(os.Stderr, "running %s (baseline) for %s at %d conns…\n", name, c.duration, c.conns)
-			r.base = measure(ctx, c, sc.base)
-			fmt.Fprintln(os.Stderr, "  ", r.base.summary())
+		// Alternate api and baseline in -rounds slices of the duration, so
+		// that the machine's drift (other tenants, CPU steal) hits both
+		// sides alike; the slices are summed.
+		rc := c
+		rc.duration = c.duration / time.Duration(c.rounds)
+		for round := 0; round < c.rounds && ctx.Err() == nil; round++ {
+			if round > 0 {
+				rc.warmup = min(c.warmup, 250*time.Millisecond) // pools are warm already
+			}
+			if c.mode != "baseline" {
+				fmt.Fprintf(os.Stderr, "running %s (api) for %s at %d conns, round %d/%d…\n", name, rc.duration, c.conns, round+1, c.rounds)
+				res := measure(ctx, rc, sc.api)
+				fmt.Fprintln(os.Stderr, "  ", res.summary())
+				r.api.merge(res)
+			}
+			if c.mode != "api" {
+				fmt.Fprintf(os.Stderr, "running %s (baseline) for %s at %d conns, round %d/%d…\n", name, rc.duration, c.conns, round+1, c.rounds)
+				res := measure(ctx, rc, sc.base)
+				fmt.Fprintln(os.Stderr, "  ", res.summary())
+				r.base.merge(res)
+			}
 		}
 		results = append(results, r)
 		if ctx.Err() != nil {

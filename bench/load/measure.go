@@ -42,6 +42,7 @@ type runResult struct {
 	ops      map[string]*opStats
 	total    opStats
 	firstErr string
+	cpu      cpuTimes // CPU time spent during the measured window, by process
 }
 
 func (r runResult) opsPerSec() float64 {
@@ -49,6 +50,35 @@ func (r runResult) opsPerSec() float64 {
 		return 0
 	}
 	return float64(len(r.total.lat)) / r.elapsed.Seconds()
+}
+
+// merge adds another measurement of the same operation (one round).
+func (r *runResult) merge(o runResult) {
+	if !o.ran {
+		return
+	}
+	if r.ops == nil {
+		r.ops = map[string]*opStats{}
+	}
+	r.ran = true
+	r.elapsed += o.elapsed
+	r.cpu = r.cpu.add(o.cpu)
+	for k, v := range o.ops {
+		dst := r.ops[k]
+		if dst == nil {
+			dst = &opStats{}
+			r.ops[k] = dst
+		}
+		dst.lat = append(dst.lat, v.lat...)
+		dst.errors += v.errors
+		sort.Slice(dst.lat, func(i, j int) bool { return dst.lat[i] < dst.lat[j] })
+	}
+	r.total.lat = append(r.total.lat, o.total.lat...)
+	r.total.errors += o.total.errors
+	sort.Slice(r.total.lat, func(i, j int) bool { return r.total.lat[i] < r.total.lat[j] })
+	if r.firstErr == "" {
+		r.firstErr = o.firstErr
+	}
 }
 
 func pct(lat []time.Duration, p float64) time.Duration {
@@ -89,6 +119,11 @@ func measure(ctx context.Context, c config, op opFunc) runResult {
 	start := time.Now()
 	measureFrom := start.Add(c.warmup)
 	stopAt := measureFrom.Add(c.duration)
+	cpuStart := make(chan cpuTimes, 1)
+	go func() {
+		time.Sleep(time.Until(measureFrom))
+		cpuStart <- readCPU()
+	}()
 	for i := 0; i < c.conns; i++ {
 		wg.Add(1)
 		go func(i int) {
@@ -137,6 +172,7 @@ func measure(ctx context.Context, c config, op opFunc) runResult {
 		}(i)
 	}
 	wg.Wait()
+	res.cpu = readCPU().sub(<-cpuStart)
 	res.elapsed = c.duration
 	if end := time.Since(measureFrom); end < c.duration {
 		res.elapsed = end
@@ -177,10 +213,24 @@ func cell(r runResult) (string, string) {
 	return fmt.Sprintf("%.0f", r.opsPerSec()), fmt.Sprintf("%s / %s / %s", ms(pct(r.total.lat, .5)), ms(pct(r.total.lat, .95)), ms(pct(r.total.lat, .99)))
 }
 
+// cpuCell is "a / b / c / d = total" in µs per op, and the total.
+func cpuCell(r runResult) (string, float64) {
+	n := len(r.total.lat)
+	if !r.ran || n == 0 {
+		return "–", 0
+	}
+	var parts []string
+	for _, p := range cpuProcs {
+		parts = append(parts, fmt.Sprintf("%.0f", float64(r.cpu[p].Microseconds())/float64(n)))
+	}
+	t := float64(r.cpu.total().Microseconds()) / float64(n)
+	return strings.Join(parts, " / ") + fmt.Sprintf(" = **%.0f**", t), t
+}
+
 func renderMarkdown(c config, results []scenarioResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nRun %s: %s; -conns %d, -duration %s (after %s warm-up), -shards %d, -prefix %s, mode %s.\n\n",
-		time.Now().UTC().Format(time.RFC3339), hostInfo(), c.conns, c.duration, c.warmup, c.shards, c.prefix, c.mode)
+	fmt.Fprintf(&b, "\nRun %s: %s; -conns %d, -duration %s (after %s warm-up), -shards %d, -prefix %s, mode %s, -client %s, -rounds %d (api and baseline alternating).\n\n",
+		time.Now().UTC().Format(time.RFC3339), hostInfo(), c.conns, c.duration, c.warmup, c.shards, c.prefix, c.mode, c.client, c.rounds)
 	b.WriteString("| scenario | api ops/s | api p50 / p95 / p99 ms | baseline ops/s | baseline p50 / p95 / p99 ms | api ÷ baseline | errors api/base |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range results {
@@ -191,6 +241,17 @@ func renderMarkdown(c config, results []scenarioResult) string {
 			ratio = fmt.Sprintf("%.2f", r.api.opsPerSec()/r.base.opsPerSec())
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d/%d |\n", r.name, ao, al, bo, bl, ratio, r.api.total.errors, r.base.total.errors)
+	}
+	b.WriteString("\nCPU time per completed operation, µs, by process (load = the load generator: HTTP client, or the driver in the baseline), and baseline ÷ api of the total:\n\n")
+	b.WriteString("| scenario | api: " + strings.Join(cpuProcs, " / ") + " = total | baseline: " + strings.Join(cpuProcs, " / ") + " = total | baseline ÷ api |\n| --- | ---: | ---: | ---: |\n")
+	for _, r := range results {
+		a, at := cpuCell(r.api)
+		bs, bt := cpuCell(r.base)
+		ratio := "–"
+		if at > 0 && bt > 0 {
+			ratio = fmt.Sprintf("%.2f", bt/at)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.name, a, bs, ratio)
 	}
 	for _, r := range results {
 		if len(r.api.ops) <= 1 && len(r.base.ops) <= 1 {

@@ -23,6 +23,7 @@ import (
 type apiClient struct {
 	base string
 	hc   *http.Client
+	lean *leanClient // when set, requests go through it instead of hc
 }
 
 func newAPIClient(base string, conns int) *apiClient {
@@ -46,6 +47,9 @@ func (e *httpError) Error() string { return fmt.Sprintf("HTTP %d: %.200s", e.sta
 // do sends one request and reads the whole response; out (optional)
 // receives the decoded JSON body. A non-2xx status is an error.
 func (a *apiClient) do(ctx context.Context, method, path, ctype string, body []byte, out any) error {
+	if a.lean != nil {
+		return a.lean.do(ctx, method, path, ctype, body, out)
+	}
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
