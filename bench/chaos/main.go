@@ -164,6 +164,7 @@ type summary struct {
 	killErrors     []string
 	repair         string
 	repairDry      string
+	backlogWait    string // how long the feed fan-out took to drain before repair
 	res            *results
 	objects        map[string]int
 	pairs          map[string]int
@@ -332,6 +333,10 @@ func run(c config) (int, error) {
 			return 0, err
 		}
 	}
+	// Let the server finish the feed fan-out it has queued (including what
+	// its start-up sweep found), so repair counts only what fan-out alone
+	// would never write.
+	sum.backlogWait = waitFeedBacklog(cl, 60*time.Second)
 	out, err := srv.runTool(context.Background(), "repair")
 	if err != nil {
 		return 0, err
@@ -420,6 +425,22 @@ func dropDatabases(db *sql.DB, prefix string) error {
 	return nil
 }
 
+// waitFeedBacklog polls the server's pinstore_feed_fanout_backlog gauge
+// until it reads 0 (or limit passes) and says how long that took.
+func waitFeedBacklog(c *client, limit time.Duration) string {
+	start := time.Now()
+	for time.Since(start) < limit {
+		a := c.do(context.Background(), "GET", "/metrics", nil, "")
+		for _, line := range strings.Split(string(a.body), "\n") {
+			if line == "pinstore_feed_fanout_backlog 0" {
+				return time.Since(start).Round(100 * time.Millisecond).String()
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return "not drained within " + limit.String()
+}
+
 // repairLine summarizes repair's JSON report.
 func repairLine(js string) string {
 	var r struct {
@@ -430,6 +451,9 @@ func repairLine(js string) string {
 			MissingInverse int    `json:"missing_inverse"`
 			OrphanInverse  int    `json:"orphan_inverse"`
 		} `json:"pairs"`
+		Feeds struct {
+			Follows, Rows, Missing, Stale int
+		} `json:"feeds"`
 	}
 	if json.Unmarshal([]byte(js), &r) != nil {
 		return js
@@ -438,6 +462,8 @@ func repairLine(js string) string {
 	for _, p := range r.Pairs {
 		parts = append(parts, fmt.Sprintf("%s: %d rows checked, %d missing inverse added, %d orphan inverse removed", p.Mapping, p.Checked, p.MissingInverse, p.OrphanInverse))
 	}
+	f := r.Feeds
+	parts = append(parts, fmt.Sprintf("user_feed: %d follows and %d rows checked, %d missing rows added, %d stale removed", f.Follows, f.Rows, f.Missing, f.Stale))
 	return strings.Join(parts, "; ")
 }
 
@@ -459,6 +485,7 @@ func (s *summary) print(w io.Writer) {
 		fmt.Fprintf(w, "fault injection error: %s\n", e)
 	}
 	fmt.Fprintf(w, "tracked: %s; pairs %s\n", kv(s.objects), kv(s.pairs))
+	fmt.Fprintf(w, "feed fan-out backlog drained before repair in %s\n", s.backlogWait)
 	fmt.Fprintf(w, "repair: %s\n", repairLine(s.repair))
 	fmt.Fprintf(w, "repair --dry-run afterwards: %s\n", repairLine(s.repairDry))
 	fmt.Fprintf(w, "verification (%s): %d checks passed, %d mismatches\n", s.verifyTime.Round(time.Millisecond), sum(s.res.checks), sum(s.res.mismatches))

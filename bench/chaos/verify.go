@@ -169,6 +169,14 @@ func (v *verifier) run() {
 			walk("/v1/pins/" + p.ids() + "/likers")
 		}
 	}
+	for _, u := range v.users {
+		jobs = append(jobs, func() {
+			w := v.walkList("/v1/users/"+u.ids()+"/feed", false)
+			mu.Lock()
+			v.lists["/v1/users/"+u.ids()+"/feed"] = w
+			mu.Unlock()
+		})
+	}
 	v.parallel(jobs)
 	for path, w := range v.lists {
 		if w.err != nil {
@@ -179,6 +187,54 @@ func (v *verifier) run() {
 	v.checkLikes()
 	v.checkContainers()
 	v.checkOwners()
+	v.checkFeeds()
+}
+
+// checkFeeds: after repair, every live user's feed holds exactly the pins
+// of the users they follow (each has far fewer than the 1,000 a follow
+// copies).
+func (v *verifier) checkFeeds() {
+	for _, u := range v.users {
+		if v.got[u.id] != http.StatusOK {
+			continue
+		}
+		feed, following := v.list("/v1/users/"+u.ids()+"/feed"), v.list("/v1/users/"+u.ids()+"/following")
+		if feed == nil || following == nil || feed.err != nil || following.err != nil {
+			continue // reported as unreadable
+		}
+		want := map[uint64]bool{}
+		known := true
+		for _, f := range following.ids {
+			pins := v.list("/v1/users/" + strconv.FormatUint(f, 10) + "/pins")
+			if pins == nil || pins.err != nil {
+				known = false
+				break
+			}
+			for _, p := range pins.ids {
+				want[p] = true
+			}
+		}
+		if !known {
+			v.res.skip("feed")
+			continue
+		}
+		var missing, extra []uint64
+		for p := range want {
+			if !feed.set[p] {
+				missing = append(missing, p)
+			}
+		}
+		for _, p := range feed.ids {
+			if !want[p] {
+				extra = append(extra, p)
+			}
+		}
+		if len(missing)+len(extra) > 0 {
+			v.res.bad("feed", "user %d: feed of %d pins lacks %v and holds %v not by a followee", u.id, len(feed.ids), missing, extra)
+		} else {
+			v.res.ok("feed holds exactly the followees' pins")
+		}
+	}
 }
 
 func (v *verifier) checkObject(o *object, a answer) {
@@ -240,7 +296,11 @@ func (v *verifier) checkObject(o *object, a answer) {
 }
 
 // walk reads every page of a list by cursor.
-func (v *verifier) walk(path string) *walked {
+func (v *verifier) walk(path string) *walked { return v.walkList(path, true) }
+
+// walkList pages through a list by cursor; counted lists must report the
+// same count on every page.
+func (v *verifier) walkList(path string, counted bool) *walked {
 	w := &walked{set: map[uint64]bool{}, count: -1}
 	cursor := ""
 	for page := 0; ; page++ {
@@ -258,11 +318,12 @@ func (v *verifier) walk(path string) *walked {
 			w.err = err
 			return w
 		}
-		if p.Count == nil {
+		if !counted {
+			// no count to check
+		} else if p.Count == nil {
 			w.err = fmt.Errorf("page %d has no count", page)
 			return w
-		}
-		if page == 0 {
+		} else if page == 0 {
 			w.count = *p.Count
 		} else if *p.Count != w.count {
 			w.err = fmt.Errorf("count changed from %d to %d between pages", w.count, *p.Count)
