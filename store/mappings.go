@@ -81,7 +81,7 @@ func (s *Store) AddMapping(ctx context.Context, m model.Mapping, from, to uint64
 	}
 	fsh, fLocal, _ := s.resolve(op, f, fwd.From())
 	seq := now().UnixMilli()
-	err = s.inTx(ctx, op, fsh, func(tx *sqlx.Tx) error {
+	err = s.inPairTx(ctx, op, fsh, func(tx *sqlx.Tx) error {
 		if _, _, err := readLive(ctx, tx, op, fsh, fwd.From(), fLocal, " LOCK IN SHARE MODE"); err != nil {
 			return err
 		}
@@ -93,7 +93,7 @@ func (s *Store) AddMapping(ctx context.Context, m model.Mapping, from, to uint64
 	}
 	inv, _ := fwd.Inverse()
 	tsh, tLocal, _ := s.resolve(op, t, inv.From())
-	err = s.inTx(ctx, op, tsh, func(tx *sqlx.Tx) error {
+	err = s.inPairTx(ctx, op, tsh, func(tx *sqlx.Tx) error {
 		// The target's row lock orders this with a delete of the target:
 		// either the inverse row commits before the delete does, and the
 		// delete's drain removes the pair, or the target is seen deleted.
@@ -106,7 +106,7 @@ func (s *Store) AddMapping(ctx context.Context, m model.Mapping, from, to uint64
 	if model.IsCode(err, model.ENotFound) {
 		// Deleted since the check above: take the forward row back (if this
 		// fails too, repair removes rows that point at deleted objects).
-		if rerr := s.inTx(ctx, op, fsh, func(tx *sqlx.Tx) error {
+		if rerr := s.inPairTx(ctx, op, fsh, func(tx *sqlx.Tx) error {
 			_, err := removeEdge(ctx, tx, fsh, fwd, f, t)
 			return err
 		}); rerr != nil {
@@ -117,6 +117,14 @@ func (s *Store) AddMapping(ctx context.Context, m model.Mapping, from, to uint64
 		err = s.backfillFeed(ctx, op, f, t)
 	}
 	return err
+}
+
+// inPairTx runs one side of a pair's add or remove, which is idempotent,
+// again when InnoDB picks it as a deadlock victim (it then rolled back
+// whole): these small transactions meet the feed fan-out's shared locks on
+// follow rows and each other's count rows.
+func (s *Store) inPairTx(ctx context.Context, op string, sh shard, fn func(tx *sqlx.Tx) error) error {
+	return retryDeadlock(func() error { return s.inTx(ctx, op, sh, fn) })
 }
 
 // RemoveMapping removes from→to and its inverse, forward side first.
@@ -140,7 +148,7 @@ func (s *Store) removePair(ctx context.Context, op string, fwd model.Mapping, f,
 		if err != nil {
 			return err
 		}
-		if err := s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+		if err := s.inPairTx(ctx, op, sh, func(tx *sqlx.Tx) error {
 			_, err := removeEdge(ctx, tx, sh, side.m, side.from, side.to)
 			return err
 		}); err != nil {
@@ -184,13 +192,12 @@ func (s *Store) List(ctx context.Context, m model.Mapping, from uint64, p model.
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	// One statement checks that the list's owner is live and reads the
-	// list's length; a second reads the page.
-	var doc []byte
-	var n int64
-	err = sh.host.db.QueryRowContext(ctx, "SELECT o.doc, COALESCE((SELECT c.n FROM "+sh.db+".mapping_counts c WHERE c.from_id = ? AND c.mapping = ?), 0) FROM "+
-		sh.db+"."+objectTables[m.From()]+" o WHERE o.local_id = ?", from, uint8(m), local).Scan(&doc, &n)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && !model.ActiveOf(doc) {
+	// One read checks that the list's owner is live and reads the list's
+	// length (batched with other requests' reads, pointread.go); a
+	// statement of its own reads the page.
+	owner := pointRead{sh: sh, typ: m.From(), local: local, count: m, withCount: true}
+	err = s.pointRead(ctx, &owner)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && !model.ActiveOf(owner.r.doc) {
 		return model.List{}, notFound(op, m.From())
 	}
 	if err != nil {
@@ -202,7 +209,7 @@ func (s *Store) List(ctx context.Context, m model.Mapping, from uint64, p model.
 		return model.List{}, classify(op, sh.host, err)
 	}
 	l := s.page(entries, p, uint8(m), from)
-	l.Count = n
+	l.Count = owner.n
 	return l, nil
 }
 
