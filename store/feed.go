@@ -766,9 +766,9 @@ func (s *Store) Feed(ctx context.Context, user uint64, p model.Page) (model.List
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	var doc []byte
-	err = sh.host.db.QueryRowContext(ctx, "SELECT doc FROM "+sh.db+".users WHERE local_id = ?", local).Scan(&doc)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && !model.ActiveOf(doc) {
+	reader := pointRead{sh: sh, typ: idcodec.TypeUser, local: local}
+	err = s.pointRead(ctx, &reader)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && !model.ActiveOf(reader.r.doc) {
 		return model.List{}, notFound(op, idcodec.TypeUser)
 	}
 	if err != nil {

@@ -284,7 +284,9 @@ func (s *Store) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Obj
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	r, err := readRow(ctx, sh.host.db, sh, typ, local, "")
+	p := pointRead{sh: sh, typ: typ, local: local}
+	err = s.pointRead(ctx, &p)
+	r := p.r
 	if errors.Is(err, sql.ErrNoRows) || err == nil && !model.ActiveOf(r.doc) {
 		return model.Object{}, notFound(op, typ)
 	}

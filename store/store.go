@@ -41,18 +41,19 @@ import (
 
 // Config is everything Open needs.
 type Config struct {
-	Map          *ShardMap     // required
-	MapFile      string        // where Map came from, for Reload; "" when built from env
-	CursorSecret []byte        // signs list cursors; random when empty (cursors then die with the process)
-	Limits       model.Limits  // document limits
-	MaxDocBytes  int           // stored document limit; default 16 KiB
-	PoolSize     int           // max open connections per host; default 64
-	QueryTimeout time.Duration // per-statement deadline when the caller set none; default 5s
-	FeedBackfill int           // a followee's newest pins a follow copies into the feed; default 1000
-	FeedSweep    time.Duration // redo fan-out left in feed_outbox: at Open, then this often; 0 = never (tools)
-	Redis        RedisConfig
-	Logger       *slog.Logger
-	Registerer   prometheus.Registerer
+	Map            *ShardMap     // required
+	MapFile        string        // where Map came from, for Reload; "" when built from env
+	CursorSecret   []byte        // signs list cursors; random when empty (cursors then die with the process)
+	Limits         model.Limits  // document limits
+	MaxDocBytes    int           // stored document limit; default 16 KiB
+	PoolSize       int           // max open connections per host; default 64
+	PointReadLanes int           // Get statements out to a host at once before reads are batched (pointread.go); default 2
+	QueryTimeout   time.Duration // per-statement deadline when the caller set none; default 5s
+	FeedBackfill   int           // a followee's newest pins a follow copies into the feed; default 1000
+	FeedSweep      time.Duration // redo fan-out left in feed_outbox: at Open, then this often; 0 = never (tools)
+	Redis          RedisConfig
+	Logger         *slog.Logger
+	Registerer     prometheus.Registerer
 }
 
 // RedisConfig names the Redis (or Redis Cluster) holding the owner cache.
@@ -68,7 +69,8 @@ type RedisConfig struct {
 // ConfigFromEnv builds a Config from PINSTORE_* variables:
 // PINSTORE_SHARD_MAP (file), PINSTORE_MYSQL_DSN, PINSTORE_SHARDS,
 // PINSTORE_DB_PREFIX, PINSTORE_CURSOR_SECRET, PINSTORE_MAX_DOC_BYTES,
-// PINSTORE_MAX_DATA_BYTES, PINSTORE_POOL_SIZE, PINSTORE_REDIS_ADDRS,
+// PINSTORE_MAX_DATA_BYTES, PINSTORE_POOL_SIZE, PINSTORE_POINT_READ_LANES,
+// PINSTORE_REDIS_ADDRS,
 // PINSTORE_REDIS_CLUSTER, PINSTORE_REDIS_PASSWORD, PINSTORE_REDIS_PREFIX,
 // PINSTORE_REDIS_DISABLED.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
@@ -99,9 +101,10 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	cfg.CursorSecret = []byte(getenv("PINSTORE_CURSOR_SECRET"))
 	for name, dst := range map[string]*int{
-		"PINSTORE_MAX_DOC_BYTES":  &cfg.MaxDocBytes,
-		"PINSTORE_MAX_DATA_BYTES": &cfg.Limits.MaxDataBytes,
-		"PINSTORE_POOL_SIZE":      &cfg.PoolSize,
+		"PINSTORE_MAX_DOC_BYTES":    &cfg.MaxDocBytes,
+		"PINSTORE_MAX_DATA_BYTES":   &cfg.Limits.MaxDataBytes,
+		"PINSTORE_POOL_SIZE":        &cfg.PoolSize,
+		"PINSTORE_POINT_READ_LANES": &cfg.PointReadLanes,
 	} {
 		if v := getenv(name); v != "" {
 			n, err := strconv.Atoi(v)
@@ -133,6 +136,8 @@ type Store struct {
 	owners ownerCache
 	feed   *fanout
 
+	readStats pointReadStats
+
 	mu    sync.Mutex
 	pools map[string]*sqlx.DB // by master or replica DSN, shared across map versions
 }
@@ -142,6 +147,8 @@ type host struct {
 	name string
 	addr string // no credentials; for errors and logs
 	db   *sqlx.DB
+
+	reads *pointReads // Get's queue (pointread.go)
 }
 
 // topology is one immutable version of the shard map with its pools.
@@ -181,7 +188,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		_, _ = rand.Read(cfg.CursorSecret)
 		cfg.Logger.Warn("PINSTORE_CURSOR_SECRET is not set: list cursors are signed with a random key and stop working when this process restarts")
 	}
-	s := &Store{cfg: cfg, log: cfg.Logger, pools: map[string]*sqlx.DB{}, cursor: cursorCodec{key: cfg.CursorSecret}}
+	s := &Store{cfg: cfg, log: cfg.Logger, pools: map[string]*sqlx.DB{}, cursor: cursorCodec{key: cfg.CursorSecret}, readStats: newPointReadStats(cfg.Registerer)}
 	t, err := s.build(cfg.Map)
 	if err != nil {
 		return nil, err
@@ -241,7 +248,7 @@ func (s *Store) build(m *ShardMap) (*topology, error) {
 		if err != nil {
 			return nil, fmt.Errorf("store: host %q: %w", name, err)
 		}
-		h := &host{name: name, addr: HostAddr(spec.Master), db: db}
+		h := &host{name: name, addr: HostAddr(spec.Master), db: db, reads: newPointReads(s.cfg.PointReadLanes)}
 		byName[name] = h
 	}
 	for _, r := range m.Ranges {
