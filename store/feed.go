@@ -92,12 +92,17 @@ type fanout struct {
 }
 
 // feedLinger is how long a lane waits for more pins after the first, so
-// that pins created together share one transaction per host.
-const feedLinger = 5 * time.Millisecond
+// that pins created together share one transaction (and one commit) per
+// host. 20 ms instead of 5 took create-pin from 0.61-0.63 to 0.73-0.76 of
+// the raw-MySQL baseline (BENCHMARKS.md); a new pin still reaches feeds
+// within a few tens of milliseconds.
+const feedLinger = 20 * time.Millisecond
 
 // feedLanes is how many fan-out workers run. One was not enough: under
 // the chaos harness's mixed load its backlog grew by ~50 pins a second.
-const feedLanes = 8
+// Eight, with 5 ms batches, committed more often than needed; four with
+// 20 ms batches measured the same as two.
+const feedLanes = 4
 
 // feedLane is one fan-out worker and its queue.
 type feedLane struct {
