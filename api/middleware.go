@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -125,14 +127,23 @@ func routePattern(r *http.Request) string {
 	return "unmatched"
 }
 
-// accessLog writes one structured line per request.
-func accessLog(logger *slog.Logger) func(http.Handler) http.Handler {
+// accessLog writes one structured line per request: to w directly when
+// it is set, else through logger (INFO, WARN for a 5xx).
+func accessLog(logger *slog.Logger, w io.Writer) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 			start := time.Now()
-			sw := recorder(w)
+			sw := recorder(rw)
 			next.ServeHTTP(sw, r)
 			status := sw.Status()
+			if w != nil {
+				bp := bufPool.Get().(*[]byte)
+				b := appendAccessLine((*bp)[:0], start, r, status, sw)
+				_, _ = w.Write(b)
+				*bp = b[:0]
+				bufPool.Put(bp)
+				return
+			}
 			level := slog.LevelInfo
 			if status >= 500 {
 				level = slog.LevelWarn
@@ -149,6 +160,52 @@ func accessLog(logger *slog.Logger) func(http.Handler) http.Handler {
 			)
 		})
 	}
+}
+
+// appendAccessLine appends the access line slog's JSON handler would
+// write, built by hand: through slog it was ~7% of a get's server CPU.
+func appendAccessLine(b []byte, start time.Time, r *http.Request, status int, sw *statusWriter) []byte {
+	now := time.Now()
+	b = append(b, `{"time":"`...)
+	b = now.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","level":"`...)
+	if status >= 500 {
+		b = append(b, "WARN"...)
+	} else {
+		b = append(b, "INFO"...)
+	}
+	b = append(b, `","msg":"http request","request_id":`...)
+	b = appendJSONString(b, RequestID(r.Context()))
+	b = append(b, `,"method":`...)
+	b = appendJSONString(b, r.Method)
+	b = append(b, `,"route":`...)
+	b = appendJSONString(b, routePattern(r))
+	b = append(b, `,"path":`...)
+	b = appendJSONString(b, r.URL.Path)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, `,"principal":`...)
+	b = appendJSONString(b, sw.principal)
+	b = append(b, `,"bytes":`...)
+	b = strconv.AppendInt(b, sw.bytes, 10)
+	b = append(b, `,"duration_ms":`...)
+	b = strconv.AppendFloat(b, float64(now.Sub(start).Microseconds())/1000, 'f', -1, 64)
+	return append(b, "}\n"...)
+}
+
+// appendJSONString appends s as a JSON string; anything but printable
+// ASCII without quotes or backslashes takes encoding/json's escaping
+// (which also replaces invalid UTF-8).
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }
 
 // httpMetrics are the per-route request metrics.

@@ -18,6 +18,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -37,8 +38,9 @@ type Config struct {
 	// Logger receives access logs and the causes of 5xx errors. Default:
 	// slog.Default().
 	Logger *slog.Logger
-	// AccessLog receives the one line per request. Default: Logger.
-	AccessLog *slog.Logger
+	// AccessLog, when set, receives the one JSON line per request, each in
+	// one Write, built without slog. Nil: the lines go to Logger.
+	AccessLog io.Writer
 	// Registry receives the HTTP metrics and is served at /metrics.
 	// Default: a new, empty registry.
 	Registry *prometheus.Registry
@@ -58,7 +60,7 @@ type Config struct {
 type Server struct {
 	store     Store
 	logger    *slog.Logger
-	accessLog *slog.Logger
+	accessLog io.Writer
 	registry  *prometheus.Registry
 	limits    model.Limits
 	maxBody   int64
@@ -87,9 +89,6 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()
-	}
-	if s.accessLog == nil {
-		s.accessLog = s.logger
 	}
 	if s.registry == nil {
 		s.registry = prometheus.NewRegistry()
@@ -122,10 +121,10 @@ func (s *Server) Routes() chi.Routes { return s.router }
 func (s *Server) routes(auth func(http.Handler) http.Handler) chi.Router {
 	r := chi.NewRouter()
 	r.Use(
-		withRequestID,           // first: everything after logs and answers with it
-		s.metrics.measure,       // latency and count per route pattern
-		accessLog(s.accessLog),  // one JSON line per request
-		recoverPanics(s.logger), // a panic becomes a logged 500 problem
+		withRequestID,                    // first: everything after logs and answers with it
+		s.metrics.measure,                // latency and count per route pattern
+		accessLog(s.logger, s.accessLog), // one JSON line per request
+		recoverPanics(s.logger),          // a panic becomes a logged 500 problem
 	)
 	r.NotFound(s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return errorf(model.ENotFound, "no route for %s", r.URL.Path)

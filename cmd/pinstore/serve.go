@@ -114,8 +114,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	// system call per request; everything else is written at once.
 	access := newLineBuffer(stderr, 100*time.Millisecond, 64<<10)
 	defer access.Close()
-	accessLogger, _ := serveLogger(getenv("PINSTORE_LOG_LEVEL"), access)
-	handler, err := api.New(api.Config{Store: st, Logger: logger, AccessLog: accessLogger, Registry: reg, Limits: cfg.Limits, Auth: authMW})
+	var accessLog io.Writer = access
+	if !logger.Enabled(ctx, slog.LevelInfo) {
+		accessLog = nil // PINSTORE_LOG_LEVEL above info: only 5xx lines, through logger
+	}
+	handler, err := api.New(api.Config{Store: st, Logger: logger, AccessLog: accessLog, Registry: reg, Limits: cfg.Limits, Auth: authMW})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}

@@ -1,0 +1,118 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+)
+
+// The access line written by hand carries what slog's JSON handler wrote
+// for the same request, field for field, whatever the path holds.
+func TestAccessLineMatchesSlog(t *testing.T) {
+	pin := idcodec.MustEncode(3, idcodec.TypePin, 9)
+	st := &fakeStore{get: func(_ context.Context, id uint64, typ idcodec.Type) (model.Object, error) {
+		if id == pin {
+			return model.Object{ID: pin, Type: typ, Version: 1, Doc: []byte(`{"board_id":"1","owner_id":"2","active":true}`)}, nil
+		}
+		return model.Object{}, model.Wrap("get", model.EInternal, "", nil)
+	}}
+	viaSlog, _, slogged := newTestServer(t, st)
+	var direct bytes.Buffer
+	byHand, _, _ := newTestServer(t, st, func(c *Config) { c.AccessLog = &direct })
+
+	for _, path := range []string{
+		"/v1/pins/" + idString(pin),                                        // 200
+		"/v1/pins/" + idString(idcodec.MustEncode(3, idcodec.TypePin, 10)), // 500 from the store
+		`/v1/nothing/"quoted"\back%5C%22%E2%80%A8%FF%01tab%09`,             // 404, escapes and invalid UTF-8
+		"/v1/ids/ünïcode",
+	} {
+		slogged.Reset()
+		direct.Reset()
+		for _, h := range []http.Handler{viaSlog, byHand} {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.URL.RawPath, r.URL.Path = "", ""
+			u, err := r.URL.Parse(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.URL = u
+			r.Header.Set(RequestIDHeader, "req-1")
+			h.ServeHTTP(httptest.NewRecorder(), r)
+		}
+		if strings.Count(direct.String(), "\n") != 1 || !strings.HasSuffix(direct.String(), "\n") {
+			t.Fatalf("%s: not one line: %q", path, direct.String())
+		}
+		want, got := decodeLine(t, slogged.String()), decodeLine(t, direct.String())
+		if _, err := time.Parse(time.RFC3339Nano, got["time"].(string)); err != nil {
+			t.Errorf("%s: time %v", path, err)
+		}
+		if _, ok := got["duration_ms"].(float64); !ok {
+			t.Errorf("%s: duration_ms %v", path, got["duration_ms"])
+		}
+		for _, m := range []map[string]any{want, got} {
+			delete(m, "time")
+			delete(m, "duration_ms")
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s:\nby hand %v\nslog    %v", path, got, want)
+		}
+	}
+}
+
+// decodeLine decodes the access line among log lines.
+func decodeLine(t *testing.T, logs string) map[string]any {
+	t.Helper()
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%v: %q", err, line)
+		}
+		if m["msg"] == "http request" {
+			return m
+		}
+	}
+	t.Fatalf("no access line in %q", logs)
+	return nil
+}
+
+// BenchmarkAccessLine: an access line by hand and through slog.
+func BenchmarkAccessLine(b *testing.B) {
+	r := httptest.NewRequest(http.MethodGet, "/v1/pins/123456789", nil)
+	r = r.WithContext(context.WithValue(r.Context(), requestIDKey, "0123456789abcdef0123456789abcdef"))
+	sw := &statusWriter{status: 200, bytes: 312}
+	start := time.Now()
+	b.Run("by-hand", func(b *testing.B) {
+		b.ReportAllocs()
+		buf := make([]byte, 0, 512)
+		for b.Loop() {
+			buf = appendAccessLine(buf[:0], start, r, 200, sw)
+		}
+	})
+	b.Run("slog", func(b *testing.B) {
+		b.ReportAllocs()
+		logger := slog.New(slog.NewJSONHandler(io.Discard, nil))
+		for b.Loop() {
+			logger.LogAttrs(r.Context(), slog.LevelInfo, "http request",
+				slog.String("request_id", RequestID(r.Context())),
+				slog.String("method", r.Method),
+				slog.String("route", routePattern(r)),
+				slog.String("path", r.URL.Path),
+				slog.Int("status", 200),
+				slog.String("principal", sw.principal),
+				slog.Int64("bytes", sw.bytes),
+				slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
+			)
+		}
+	})
+}
