@@ -165,6 +165,9 @@ func (fuzzStore) RemoveMapping(context.Context, model.Mapping, uint64, uint64) e
 func (fuzzStore) List(context.Context, model.Mapping, uint64, model.Page) (model.List, error) {
 	return model.List{}, fuzzUnexpected("List")
 }
+func (fuzzStore) ListObjects(context.Context, model.Mapping, uint64, model.Page) (model.List, []model.Object, error) {
+	return model.List{}, nil, fuzzUnexpected("ListObjects")
+}
 func (fuzzStore) Count(context.Context, model.Mapping, uint64) (int64, error) {
 	return 0, fuzzUnexpected("Count")
 }

@@ -86,6 +86,22 @@ func (f *fakeStore) List(ctx context.Context, m model.Mapping, from uint64, p mo
 	}
 	return model.List{}, unset("List")
 }
+
+// ListObjects is List, then GetMany of the page's entries, as the store
+// does for lists whose objects live elsewhere.
+func (f *fakeStore) ListObjects(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, []model.Object, error) {
+	l, err := f.List(ctx, m, from, p)
+	if err != nil || len(l.Entries) == 0 {
+		return l, nil, err
+	}
+	ids := make([]uint64, len(l.Entries))
+	for i, e := range l.Entries {
+		ids[i] = e.To
+	}
+	objs, err := f.GetMany(ctx, ids, m.To())
+	return l, objs, err
+}
+
 func (f *fakeStore) Count(ctx context.Context, m model.Mapping, from uint64) (int64, error) {
 	f.note("Count")
 	if f.count != nil {

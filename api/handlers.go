@@ -259,12 +259,7 @@ func (s *Server) list(m model.Mapping) handlerFunc {
 		if err != nil {
 			return err
 		}
-		ctx := r.Context()
-		l, err := s.store.List(ctx, m, from, p) // ENotFound when from is not live
-		if err != nil {
-			return err
-		}
-		objs, err := s.entryObjects(ctx, l.Entries, m.To())
+		l, objs, err := s.store.ListObjects(r.Context(), m, from, p) // ENotFound when from is not live
 		if err != nil {
 			return err
 		}

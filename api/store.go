@@ -47,6 +47,9 @@ type Store interface {
 	// newest first when p.Desc, with the list's length in Count. ENotFound
 	// when from is not live; EInvalid for a bad limit or cursor.
 	List(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error)
+	// ListObjects is List plus the live objects of the page's entries, in
+	// page order; entries whose object is gone are left out.
+	ListObjects(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, []model.Object, error)
 	// Count returns the number of entries of from's list.
 	Count(ctx context.Context, m model.Mapping, from uint64) (int64, error)
 	// Move puts item just before (before != 0) or just after (after != 0)

@@ -68,6 +68,12 @@ func (m Mapping) To() idcodec.Type   { return mappings[m].to }
 // Inverse returns the inverse mapping and whether there is one.
 func (m Mapping) Inverse() (Mapping, bool) { return mappings[m].inverse, mappings[m].inverse != 0 }
 
+// Colocated reports whether m lists objects created under its from object,
+// on that object's shard (a user's boards and pins, a board's pins, a pin's
+// comments): the mappings kept by creating and deleting objects, which have
+// no inverse.
+func (m Mapping) Colocated() bool { return m.Valid() && mappings[m].inverse == 0 }
+
 // Forward reports whether m is the side written first (and trusted by
 // repair) of an inverse pair; mappings without an inverse are forward.
 func (m Mapping) Forward() bool { return mappings[m].forward }

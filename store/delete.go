@@ -136,7 +136,7 @@ func (s *Store) listRaw(ctx context.Context, op string, m model.Mapping, from ui
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	q, args := pageQuery(sh, m, from, model.Page{Limit: n - 1}, nil)
+	q, args := pageQuery(sh, m, from, model.Page{Limit: n - 1}, nil, false)
 	e, err := scanEntries(ctx, sh.host.db, q, args...)
 	return e, classify(op, sh.host, err)
 }

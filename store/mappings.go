@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -171,22 +172,56 @@ func (s *Store) removePair(ctx context.Context, op string, fwd model.Mapping, f,
 // NextCursor continues after the page's last entry and is empty on the
 // last page. ENotFound when from is not a live object of m's from type.
 func (s *Store) List(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error) {
-	const op = "store.List"
+	l, _, err := s.list(ctx, "store.List", m, from, p, false)
+	return l, err
+}
+
+// ListObjects is List and the live objects of the page's entries, in page
+// order (entries whose object is gone are left out). A list of the objects
+// created under its owner (a board's pins, a user's boards or pins, a pin's
+// comments) lives on the objects' shard: without an offset, its page and
+// the objects come from one statement joining the list to their table.
+// Other lists (and offset pages, where a join would read every skipped
+// object) take List and then GetMany.
+func (s *Store) ListObjects(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, []model.Object, error) {
+	const op = "store.ListObjects"
+	if m.Valid() && m.Colocated() && p.Offset == 0 {
+		return s.list(ctx, op, m, from, p, true)
+	}
+	l, _, err := s.list(ctx, op, m, from, p, false)
+	if err != nil || len(l.Entries) == 0 {
+		return l, nil, err
+	}
+	objs, err := s.GetMany(ctx, entryIDs(l.Entries), m.To())
+	return l, objs, err
+}
+
+func entryIDs(entries []model.Entry) []uint64 {
+	ids := make([]uint64, len(entries))
+	for i, e := range entries {
+		ids[i] = e.To
+	}
+	return ids
+}
+
+// list reads a page of from's list in m and, withObjects, its objects by
+// a join on the list's own shard (m must be Colocated).
+func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint64, p model.Page, withObjects bool) (model.List, []model.Object, error) {
 	if !m.Valid() {
-		return model.List{}, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
+		return model.List{}, nil, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
 	}
 	if err := p.Normalize(); err != nil {
-		return model.List{}, err
+		return model.List{}, nil, err
 	}
 	sh, local, err := s.resolve(op, from, m.From())
 	if err != nil {
-		return model.List{}, err
+		return model.List{}, nil, err
 	}
 	var pos *cursorPos
 	if p.Cursor != "" {
 		c, err := s.cursor.decode(p.Cursor, uint8(m), from, p.Desc)
 		if err != nil {
-			return model.List{}, err
+			return model.List{}, nil, err
 		}
 		pos = &c
 	}
@@ -194,23 +229,33 @@ func (s *Store) List(ctx context.Context, m model.Mapping, from uint64, p model.
 	defer cancel()
 	// One read checks that the list's owner is live and reads the list's
 	// length (batched with other requests' reads, pointread.go); a
-	// statement of its own reads the page.
+	// statement of its own reads the page (and, withObjects, its objects).
 	owner := pointRead{sh: sh, typ: m.From(), local: local, count: m, withCount: true}
 	err = s.pointRead(ctx, &owner)
 	if errors.Is(err, sql.ErrNoRows) || err == nil && !model.ActiveOf(owner.r.doc) {
-		return model.List{}, notFound(op, m.From())
+		return model.List{}, nil, notFound(op, m.From())
 	}
 	if err != nil {
-		return model.List{}, classify(op, sh.host, err)
+		return model.List{}, nil, classify(op, sh.host, err)
 	}
-	q, args := pageQuery(sh, m, from, p, pos)
-	entries, err := scanEntries(ctx, sh.host.db, q, args...)
+	q, args := pageQuery(sh, m, from, p, pos, withObjects)
+	var entries []model.Entry
+	var objs []model.Object
+	foreign := false
+	if withObjects {
+		entries, objs, foreign, err = scanEntryObjects(ctx, sh, m.To(), p.Limit, q, args...)
+	} else {
+		entries, err = scanEntries(ctx, sh.host.db, q, args...)
+	}
 	if err != nil {
-		return model.List{}, classify(op, sh.host, err)
+		return model.List{}, nil, classify(op, sh.host, err)
 	}
 	l := s.page(entries, p, uint8(m), from)
 	l.Count = owner.n
-	return l, nil
+	if foreign {
+		objs, err = s.GetMany(ctx, entryIDs(l.Entries), m.To())
+	}
+	return l, objs, err
 }
 
 // page trims a limit+1 result to the page and makes the next cursor.
@@ -224,27 +269,44 @@ func (s *Store) page(entries []model.Entry, p model.Page, kind uint8, from uint6
 	return l
 }
 
-// pageQuery builds the statement for one page of limit+1 entries.
-func pageQuery(sh shard, m model.Mapping, from uint64, p model.Page, pos *cursorPos) (string, []any) {
+// pageQuery builds the statement for one page of limit+1 entries (e) and,
+// withObjects, their objects (o, NULL when gone) from the same shard.
+func pageQuery(sh shard, m model.Mapping, from uint64, p model.Page, pos *cursorPos, withObjects bool) (string, []any) {
 	var b strings.Builder
-	b.WriteString("SELECT to_id, sequence FROM ")
+	b.WriteString("SELECT e.to_id, e.sequence")
+	if withObjects {
+		b.WriteString(", o.doc, o.version, o.created_at, o.updated_at")
+	}
+	b.WriteString(" FROM ")
 	b.WriteString(sh.db)
 	b.WriteByte('.')
 	b.WriteString(m.Table())
-	b.WriteString(" WHERE from_id = ?")
+	b.WriteString(" e")
+	if withObjects {
+		// XOR with the shard and type bits leaves the local id of an id
+		// of this shard and type, and a value above any local id otherwise.
+		base := idcodec.MustEncode(uint32(sh.n), m.To(), 0)
+		b.WriteString(" LEFT JOIN ")
+		b.WriteString(sh.db)
+		b.WriteByte('.')
+		b.WriteString(objectTables[m.To()])
+		b.WriteString(" o ON o.local_id = e.to_id ^ ")
+		b.WriteString(strconv.FormatUint(base, 10))
+	}
+	b.WriteString(" WHERE e.from_id = ?")
 	args := []any{from}
 	if pos != nil {
 		if p.Desc {
-			b.WriteString(" AND sequence <= ? AND (sequence < ? OR to_id < ?)")
+			b.WriteString(" AND e.sequence <= ? AND (e.sequence < ? OR e.to_id < ?)")
 		} else {
-			b.WriteString(" AND sequence >= ? AND (sequence > ? OR to_id > ?)")
+			b.WriteString(" AND e.sequence >= ? AND (e.sequence > ? OR e.to_id > ?)")
 		}
 		args = append(args, pos.seq, pos.seq, pos.to)
 	}
 	if p.Desc {
-		b.WriteString(" ORDER BY sequence DESC, to_id DESC LIMIT ?")
+		b.WriteString(" ORDER BY e.sequence DESC, e.to_id DESC LIMIT ?")
 	} else {
-		b.WriteString(" ORDER BY sequence, to_id LIMIT ?")
+		b.WriteString(" ORDER BY e.sequence, e.to_id LIMIT ?")
 	}
 	args = append(args, p.Limit+1)
 	if p.Offset > 0 {
@@ -252,6 +314,35 @@ func pageQuery(sh shard, m model.Mapping, from uint64, p model.Page, pos *cursor
 		args = append(args, p.Offset)
 	}
 	return b.String(), args
+}
+
+// scanEntryObjects reads a page query made withObjects: the entries, and
+// the live objects of the first limit of them. foreign reports an entry
+// that is not an object of this shard and type (pinstore never writes one
+// into these lists); the caller then reads the objects with GetMany.
+func scanEntryObjects(ctx context.Context, sh shard, typ idcodec.Type, limit int, query string, args ...any) (entries []model.Entry, objs []model.Object, foreign bool, err error) {
+	rows, err := sh.host.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var e model.Entry
+		var doc []byte
+		var version sql.NullInt64
+		var created, updated sql.NullTime
+		if err := rows.Scan(&e.To, &e.Sequence, &doc, &version, &created, &updated); err != nil {
+			return nil, nil, false, err
+		}
+		entries = append(entries, e)
+		if int(idcodec.ShardOf(e.To)) != sh.n || idcodec.TypeOf(e.To) != typ {
+			foreign = true
+		}
+		if len(entries) <= limit && doc != nil && model.ActiveOf(doc) {
+			objs = append(objs, model.Object{ID: e.To, Type: typ, Version: version.Int64, CreatedAt: created.Time, UpdatedAt: updated.Time, Doc: doc})
+		}
+	}
+	return entries, objs, foreign, rows.Err()
 }
 
 func scanEntries(ctx context.Context, q sqlx.QueryerContext, query string, args ...any) ([]model.Entry, error) {
