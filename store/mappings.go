@@ -28,6 +28,36 @@ func addEdge(ctx context.Context, x sqlx.ExecerContext, sh shard, m model.Mappin
 	return err == nil, err
 }
 
+// listEntry names one list (m of from) that a new object joins.
+type listEntry struct {
+	m    model.Mapping
+	from uint64
+}
+
+// addEdges adds to (at seq) to each list like addEdge, with one statement
+// for the counts of the lists it joined instead of one per list: a new
+// pin joins two lists in its create transaction.
+func addEdges(ctx context.Context, x sqlx.ExecerContext, sh shard, to uint64, seq int64, lists ...listEntry) error {
+	counts := make([]any, 0, 2*len(lists))
+	for _, l := range lists {
+		res, err := x.ExecContext(ctx, "INSERT IGNORE INTO "+sh.db+"."+l.m.Table()+" (from_id, to_id, sequence) VALUES (?, ?, ?)", l.from, to, seq)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return err
+		} else if n > 0 {
+			counts = append(counts, l.from, uint8(l.m))
+		}
+	}
+	if len(counts) == 0 {
+		return nil
+	}
+	values := strings.Repeat(", (?, ?, 1)", len(counts)/2)[2:]
+	_, err := x.ExecContext(ctx, "INSERT INTO "+sh.db+".mapping_counts (from_id, mapping, n) VALUES "+values+" ON DUPLICATE KEY UPDATE n = n + 1", counts...)
+	return err
+}
+
 // removeEdge deletes from→to from m's table on sh and, when a row went,
 // lowers the count in the same transaction.
 func removeEdge(ctx context.Context, x sqlx.ExecerContext, sh shard, m model.Mapping, from, to uint64) (bool, error) {

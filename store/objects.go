@@ -226,10 +226,7 @@ func (s *Store) CreatePin(ctx context.Context, doc model.PinDoc) (model.Object, 
 			return err
 		}
 		seq = at.UnixMilli()
-		if _, err = addEdge(ctx, tx, sh, model.BoardPins, uint64(doc.BoardID), obj.ID, seq); err != nil {
-			return err
-		}
-		if _, err = addEdge(ctx, tx, sh, model.UserPins, uint64(doc.OwnerID), obj.ID, seq); err != nil {
+		if err = addEdges(ctx, tx, sh, obj.ID, seq, listEntry{model.BoardPins, uint64(doc.BoardID)}, listEntry{model.UserPins, uint64(doc.OwnerID)}); err != nil {
 			return err
 		}
 		// Durable until the fan-out to followers' feeds is written (feed.go).
