@@ -16,7 +16,8 @@ import (
 	"github.com/pinstore/pinstore/model"
 )
 
-// Point reads of objects (Get) are coalesced per host. At most
+// Reads of one object by id (Get, a list's owner check with its count, the
+// feed's reader check) are coalesced per host. At most
 // Config.PointReadLanes statements of them are out to a host at once; a
 // read that finds a lane free goes alone and at once, so a lightly loaded
 // server never waits. Reads that arrive while every lane is busy queue, and
@@ -34,8 +35,8 @@ type pointRead struct {
 	sh    shard
 	typ   idcodec.Type
 	local uint64
-	// count, when set, also reads the length of the object's list of this
-	// mapping (List checks its owner and reads its count this way).
+	// withCount also reads the length of the object's list in count (List
+	// checks its owner and reads its count this way).
 	count     model.Mapping
 	withCount bool
 
