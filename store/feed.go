@@ -128,10 +128,12 @@ func (s *Store) startFanout() {
 		Name: "pinstore_feed_fanout_backlog",
 		Help: "Pins whose feed fan-out is queued, running or waiting for a retry.",
 	}, func() float64 { return float64(f.backlog.Load()) }))
-	var wg sync.WaitGroup
 	for range feedLanes {
-		l := &feedLane{f: f, in: make(chan feedJob, maxFeedBatch)}
-		f.lanes = append(f.lanes, l)
+		f.lanes = append(f.lanes, &feedLane{f: f, in: make(chan feedJob, maxFeedBatch)})
+	}
+	s.feed = f // before any worker starts: the sweep enqueues through it
+	var wg sync.WaitGroup
+	for _, l := range f.lanes {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -149,7 +151,6 @@ func (s *Store) startFanout() {
 		wg.Wait()
 		close(f.done)
 	}()
-	s.feed = f
 }
 
 // sweepLoop redoes the fan-out that feed_outbox says is unfinished: all of
