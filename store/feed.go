@@ -75,6 +75,7 @@ type feedJob struct {
 	seq         int64
 	remove      bool
 	outbox      bool // the pin's feed_outbox row is deleted once its rows are written (or removed)
+	cacheOnly   bool // a removal whose feed rows are gone: only the owner-cache delete is left
 }
 
 // fanout is the feed's background writer: feedLanes workers, each taking
@@ -363,14 +364,32 @@ func (l *feedLane) process(batch []feedJob) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*s.cfg.QueryTimeout)
 	defer cancel()
 	failed := make([]bool, len(batch))
+	var firstErr error
+	// A deleted pin also leaves the owner cache here: until Redis takes
+	// the delete, its job and feed_outbox row stay (retried every second,
+	// and by any server's sweep after a crash), so a process dying while
+	// Redis is away cannot leave the cache vouching for a deleted pin.
+	var gone []uint64
+	for _, j := range batch {
+		if j.remove {
+			gone = append(gone, j.pin)
+		}
+	}
+	cacheHeld := false
+	if len(gone) > 0 {
+		if err := s.owners.drop(ctx, gone...); err != nil {
+			cacheHeld, firstErr = true, fmt.Errorf("redis did not take the owner-cache deletes: %w", err)
+		}
+	}
 	byAuthor := map[uint64][]int{}
 	for i, j := range batch {
-		byAuthor[j.author] = append(byAuthor[j.author], i)
+		if !j.cacheOnly {
+			byAuthor[j.author] = append(byAuthor[j.author], i)
+		}
 	}
 	t := s.topo.Load()
 	type shardRows struct{ add, remove []feedRow }
 	rows := map[int]*shardRows{}
-	var firstErr error
 	for author, jobs := range byAuthor {
 		followers, err := s.followersOf(ctx, author)
 		if err != nil {
@@ -425,7 +444,7 @@ func (l *feedLane) process(batch []feedJob) {
 	inTx := make([]bool, len(batch))
 	clears := map[*host][]outboxClear{}
 	for i, j := range batch {
-		if !j.outbox || failed[i] {
+		if !j.outbox || failed[i] || j.remove && cacheHeld {
 			continue
 		}
 		n := int(idcodec.ShardOf(j.pin))
@@ -467,6 +486,9 @@ func (l *feedLane) process(batch []feedJob) {
 	for i, j := range batch {
 		switch {
 		case failed[i]:
+			retry = append(retry, j)
+		case j.remove && cacheHeld:
+			j.cacheOnly = true // its feed rows are gone; do not redo them every second
 			retry = append(retry, j)
 		case inTx[i]:
 		case j.outbox && j.remove:

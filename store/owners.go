@@ -91,10 +91,19 @@ func (o *ownerCache) set(ctx context.Context, pin, owner uint64) {
 
 // forget drops deleted pins, so the cache never vouches for them. Pins
 // Redis did not drop are retried in the background and bypass the cache
-// meanwhile.
+// meanwhile; the feed fan-out of the delete (drop) makes it durable.
 func (o *ownerCache) forget(ctx context.Context, pins ...uint64) {
-	if o.cache == nil || o.cache.Delete(ctx, pins...) == nil {
-		return
+	_ = o.drop(ctx, pins...)
+}
+
+// drop is forget, reporting whether Redis failed to take the deletes.
+func (o *ownerCache) drop(ctx context.Context, pins ...uint64) error {
+	if o.cache == nil {
+		return nil
+	}
+	err := o.cache.Delete(ctx, pins...)
+	if err == nil {
+		return nil
 	}
 	o.unsent.mu.Lock()
 	defer o.unsent.mu.Unlock()
@@ -103,6 +112,7 @@ func (o *ownerCache) forget(ctx context.Context, pins ...uint64) {
 			o.unsent.pins[p] = struct{}{}
 		}
 	}
+	return err
 }
 
 // retryDeletes sends the unsent deletes every interval until Redis takes

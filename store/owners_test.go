@@ -131,18 +131,48 @@ func (p *cutProxy) setCut(cut bool) {
 // is back with the stale entry: the delete is retried, and until it lands
 // the pin bypasses the cache. Found by bench/chaos.
 func TestOwnersDeleteWhileRedisIsAway(t *testing.T) {
-	s0, m := openTest(t)
-	u := mustUser(t, s0, "o")
-	board := mustBoard(t, s0, u)
-	proxy := startCutProxy(t, testenv.RedisAddr(t))
-	prefix := s0.cfg.Redis.Prefix
-	s, err := Open(context.Background(), Config{Map: m, CursorSecret: []byte("x"), Redis: RedisConfig{Addrs: []string{proxy.ln.Addr().String()}, Prefix: prefix}})
+	s0, s, _, proxy, pin, _ := deleteWhileRedisIsAway(t)
+	proxy.setCut(false)
+	if got, err := s.Owners(ctx, []uint64{pin}); err != nil || len(got) != 0 {
+		t.Fatalf("owners of the deleted pin with Redis back: %v %v", got, err)
+	}
+	// The retry removes the entry from Redis itself.
+	waitUncached(t, s0, pin)
+}
+
+// waitUncached waits up to 10s for Redis (read through s) to lose pin.
+func waitUncached(t *testing.T, s *Store, pin uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cached, err := s.owners.cache.Get(ctx, []uint64{pin})
+		if err == nil && cached[0] == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stale entry still in Redis after 10s: %v %v", cached, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// deleteWhileRedisIsAway opens a store whose Redis is behind a proxy,
+// creates a pin (its owner cached), cuts the proxy and deletes the pin.
+// It returns a store on the same shards talking to Redis directly, the
+// proxied store, the proxy, the pin and its owner.
+func deleteWhileRedisIsAway(t *testing.T) (s0, s *Store, m *ShardMap, proxy *cutProxy, pin, owner uint64) {
+	t.Helper()
+	s0, m = openTest(t)
+	owner = mustUser(t, s0, "o")
+	board := mustBoard(t, s0, owner)
+	proxy = startCutProxy(t, testenv.RedisAddr(t))
+	s, err := Open(context.Background(), Config{Map: m, CursorSecret: []byte("x"), Redis: RedisConfig{Addrs: []string{proxy.ln.Addr().String()}, Prefix: s0.cfg.Redis.Prefix}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	pin := mustPin(t, s, board)
-	if got, err := s.Owners(ctx, []uint64{pin}); err != nil || got[pin] != u {
+	t.Cleanup(func() { s.Close() })
+	pin = mustPin(t, s, board)
+	if got, err := s.Owners(ctx, []uint64{pin}); err != nil || got[pin] != owner {
 		t.Fatalf("owners %v %v", got, err)
 	}
 	proxy.setCut(true)
@@ -150,23 +180,33 @@ func TestOwnersDeleteWhileRedisIsAway(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Redis still holds the pair (the HDEL never reached it).
-	if cached, _ := s0.owners.cache.Get(ctx, []uint64{pin}); cached[0] != u {
+	if cached, _ := s0.owners.cache.Get(ctx, []uint64{pin}); cached[0] != owner {
 		t.Fatalf("setup: the cache lost the entry already: %v", cached)
 	}
-	proxy.setCut(false)
-	if got, err := s.Owners(ctx, []uint64{pin}); err != nil || len(got) != 0 {
-		t.Fatalf("owners of the deleted pin with Redis back: %v %v", got, err)
+	return s0, s, m, proxy, pin, owner
+}
+
+// A pin deleted while Redis is away, by a process that then goes away
+// itself (its in-memory retry with it), still leaves the cache once Redis
+// is back: its feed_outbox row stays until Redis takes the delete, and the
+// next server's start-up sweep sends it.
+func TestDeletedPinLeavesTheCacheAfterItsServerIsGone(t *testing.T) {
+	s0, s, m, _, pin, _ := deleteWhileRedisIsAway(t)
+	s.Close() // with Redis still out of its reach
+	prefix := s0.cfg.Redis.Prefix
+	s1, err := Open(context.Background(), Config{Map: m, CursorSecret: []byte("x"), FeedSweep: time.Hour, Redis: RedisConfig{Addrs: []string{testenv.RedisAddr(t)}, Prefix: prefix}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	// The retry removes the entry from Redis itself.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		cached, err := s0.owners.cache.Get(ctx, []uint64{pin})
-		if err == nil && cached[0] == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stale entry still in Redis 10s after it came back: %v %v", cached, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	defer s1.Close()
+	waitUncached(t, s0, pin)
+	if got, err := s1.Owners(ctx, []uint64{pin}); err != nil || len(got) != 0 {
+		t.Fatalf("owners of the deleted pin: %v %v", got, err)
+	}
+	waitFeed(t, s1)
+	var left int
+	sh, _, _ := s1.resolve("test", pin, idcodec.TypePin)
+	if err := sh.host.db.QueryRow("SELECT COUNT(*) FROM "+sh.db+".feed_outbox WHERE pin_id = ?", pin).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("feed_outbox rows of the pin left: %d %v", left, err)
 	}
 }
