@@ -53,6 +53,7 @@ func openTestB(t testing.TB, dsns ...string) (*Store, *ShardMap) {
 	for _, d := range dsns {
 		t.Cleanup(func() { testenv.DropDatabases(t, d, prefix) })
 	}
+	t.Cleanup(func() { testenv.DropKeys(t, testenv.RedisAddr(t), prefix) })
 	s, err := Open(context.Background(), Config{Map: m, CursorSecret: []byte("test"), Redis: RedisConfig{Addrs: []string{testenv.RedisAddr(t)}, Prefix: prefix + ":o:"}})
 	if err != nil {
 		t.Fatal(err)

@@ -70,6 +70,7 @@ func newFileMap(t *testing.T, dsns []string, ranges ...string) fileMap {
 	for _, d := range dsns {
 		t.Cleanup(func() { testenv.DropDatabases(t, d, f.prefix) })
 	}
+	t.Cleanup(func() { testenv.DropKeys(t, testenv.RedisAddr(t), f.prefix) })
 	f.write(t, ranges...)
 	return f
 }

@@ -28,7 +28,6 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	_ "github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
-	"github.com/redis/go-redis/v9"
 
 	pinstore "github.com/pinstore/pinstore"
 	"github.com/pinstore/pinstore/internal/testenv"
@@ -130,7 +129,7 @@ func startServerEnv(t *testing.T, extra map[string]string) *server {
 	getenv := func(k string) string { return env[k] }
 	t.Cleanup(func() {
 		testenv.DropDatabases(t, dsn, prefix)
-		dropRedisKeys(t, redisAddr, prefix+"o:")
+		testenv.DropKeys(t, redisAddr, prefix)
 	})
 
 	var migrateOut bytes.Buffer
@@ -179,19 +178,6 @@ func startServerEnv(t *testing.T, extra map[string]string) *server {
 
 	base := "http://" + addr
 	return &server{t: t, base: base, client: &http.Client{Timeout: 30 * time.Second, Transport: newSpecTransport(t, base)}, logs: logs, stop: stop, dsn: dsn, prefix: env["PINSTORE_DB_PREFIX"]}
-}
-
-func dropRedisKeys(t *testing.T, addr, prefix string) {
-	c := redis.NewClient(&redis.Options{Addr: addr})
-	defer c.Close()
-	ctx := context.Background()
-	iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	for iter.Next(ctx) {
-		c.Del(ctx, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
-		t.Logf("dropping redis keys %s*: %v", prefix, err)
-	}
 }
 
 // specTransport validates every response against openapi.yaml: its status

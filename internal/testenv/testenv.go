@@ -379,6 +379,36 @@ var (
 	prefixSeq   atomic.Uint32
 )
 
+// DropKeys deletes every key of the Redis at addr that starts with prefix,
+// which must be one of UniquePrefix's (so it never matches a real key
+// prefix). Failures are reported with tb.Errorf, so it is safe in
+// tb.Cleanup.
+func DropKeys(tb testing.TB, addr, prefix string) {
+	tb.Helper()
+	if !prefixRe.MatchString(prefix) || !strings.HasSuffix(prefix, "_") {
+		tb.Errorf("testenv.DropKeys: prefix %q must match %s and end in \"_\"", prefix, prefixRe)
+		return
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var cursor uint64
+	for {
+		keys, next, err := c.Scan(ctx, cursor, prefix+"*", 1000).Result()
+		if err == nil && len(keys) > 0 {
+			err = c.Unlink(ctx, keys...).Err()
+		}
+		if err != nil {
+			tb.Errorf("testenv.DropKeys %s*: %v", prefix, err)
+			return
+		}
+		if cursor = next; cursor == 0 {
+			return
+		}
+	}
+}
+
 // DropDatabases drops every database on the server at dsn whose name starts
 // with prefix, except the system schemas. prefix must match
 // ^[a-z][a-z0-9_]{0,15}$ and end in "_" (as UniquePrefix's do), so it can

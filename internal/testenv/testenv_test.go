@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestMain(m *testing.M) {
@@ -493,5 +495,36 @@ func TestDropDatabases(t *testing.T) {
 	DropDatabases(t, dsn, "performance_")
 	if !exists("performance_schema") {
 		t.Fatal("performance_schema dropped")
+	}
+}
+
+func TestDropKeys(t *testing.T) {
+	addr := RedisAddr(t)
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	ctx := context.Background()
+	prefix, other := UniquePrefix(t, "drop"), UniquePrefix(t, "keep")
+	t.Cleanup(func() { DropKeys(t, addr, other) })
+	for i := range 2500 { // more than one SCAN page
+		if err := c.Set(ctx, fmt.Sprintf("%s:o:%d", prefix, i), "x", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Set(ctx, other+":o:1", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	DropKeys(t, addr, prefix)
+	if keys, err := c.Keys(ctx, prefix+"*").Result(); err != nil || len(keys) != 0 {
+		t.Fatalf("%d keys under %s survived DropKeys: %v", len(keys), prefix, err)
+	}
+	if n, err := c.Exists(ctx, other+":o:1").Result(); err != nil || n != 1 {
+		t.Fatalf("DropKeys took a key of another prefix: %d %v", n, err)
+	}
+	for _, bad := range []string{"", "*", "a*", "db"} {
+		f := &fakeTB{TB: t}
+		f.run(func(tb testing.TB) { DropKeys(tb, addr, bad) })
+		if !f.failed {
+			t.Errorf("DropKeys(%q) did not fail", bad)
+		}
 	}
 }
