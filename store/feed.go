@@ -38,8 +38,8 @@ import (
 //   - Unfollowing deletes the followee's rows from the follower's feed,
 //     unless the follow was made again meanwhile.
 //   - Deleting a pin marks its outbox row as a removal and queues the
-//     removal of its rows; until that runs, reads skip the deleted pin like
-//     every list does.
+//     removal of its rows and of its owner-cache entry; until that runs,
+//     reads skip the deleted pin like every list does.
 //
 // A pin's outbox row goes once its rows are written (or removed). Queued
 // work survives a host that is down (it is retried every second); what a

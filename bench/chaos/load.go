@@ -295,24 +295,35 @@ func pairOf(m map[[2]uint64]*pair, by map[uint64][]*pair, from, to *object) *pai
 	return p
 }
 
+// pairWrite sends the add (PUT) or remove (DELETE) of pair p in the
+// user's list coll and records what the answer means for it. A 404 is an
+// anomaly unless notFoundOK (a like's pin may have been deleted meanwhile).
+func (w *worker) pairWrite(ctx context.Context, op, coll string, p *pair, add, notFoundOK bool) answer {
+	method, state := http.MethodDelete, absent
+	if add {
+		method, state = http.MethodPut, present
+	}
+	a := w.c.do(ctx, method, "/v1/users/"+p.from.ids()+"/"+coll+"/"+p.to.ids(), nil, "")
+	w.st.record(op, a, true)
+	p.member.apply(state, a.outcome)
+	if add && a.outcome == acked {
+		p.addStart, p.addEnd = a.start, a.end
+	}
+	if a.outcome == rejected && !(notFoundOK && a.status == http.StatusNotFound) {
+		w.anomaly("%s %d → %d: %s %s", op, p.from.id, p.to.id, a.kind, a.body)
+	}
+	w.log(op, a, p.from.ids(), p.to.ids(), "", "")
+	return a
+}
+
+// follow: a follow of a live user by a live user is never refused.
 func (w *worker) follow(ctx context.Context) answer {
 	u := w.ownUser()
 	v := w.g.randomUser(w.rng)
 	if v == nil || v == u {
 		return answer{}
 	}
-	p := pairOf(w.follows, w.byUserF, u, v)
-	a := w.c.do(ctx, http.MethodPut, "/v1/users/"+u.ids()+"/following/"+v.ids(), nil, "")
-	w.st.record("follow", a, true)
-	p.member.apply(present, a.outcome)
-	if a.outcome == acked {
-		p.addStart, p.addEnd = a.start, a.end
-	}
-	if a.outcome == rejected {
-		w.anomaly("follow %d → %d (both live users): %s %s", u.id, v.id, a.kind, a.body)
-	}
-	w.log("follow", a, u.ids(), v.ids(), "", "")
-	return a
+	return w.pairWrite(ctx, "follow", "following", pairOf(w.follows, w.byUserF, u, v), true, false)
 }
 
 func (w *worker) unfollow(ctx context.Context) answer {
@@ -321,36 +332,17 @@ func (w *worker) unfollow(ctx context.Context) answer {
 	if len(ps) == 0 {
 		return w.follow(ctx)
 	}
-	p := ps[w.rng.IntN(len(ps))]
-	a := w.c.do(ctx, http.MethodDelete, "/v1/users/"+u.ids()+"/following/"+p.to.ids(), nil, "")
-	w.st.record("unfollow", a, true)
-	p.member.apply(absent, a.outcome)
-	if a.outcome == rejected {
-		w.anomaly("unfollow %d → %d: %s %s", u.id, p.to.id, a.kind, a.body)
-	}
-	w.log("unfollow", a, u.ids(), p.to.ids(), "", "")
-	return a
+	return w.pairWrite(ctx, "unfollow", "following", ps[w.rng.IntN(len(ps))], false, false)
 }
 
+// like: a 404 is normal here, another worker may have deleted the pin.
 func (w *worker) like(ctx context.Context) answer {
 	u := w.ownUser()
 	pin := w.g.randomPin(w.rng)
 	if pin == nil {
 		return answer{}
 	}
-	p := pairOf(w.likes, w.byUserL, u, pin)
-	a := w.c.do(ctx, http.MethodPut, "/v1/users/"+u.ids()+"/likes/"+pin.ids(), nil, "")
-	w.st.record("like", a, true)
-	p.member.apply(present, a.outcome)
-	if a.outcome == acked {
-		p.addStart, p.addEnd = a.start, a.end
-	}
-	// A 404 is normal here: another worker may have deleted the pin.
-	if a.outcome == rejected && a.status != http.StatusNotFound {
-		w.anomaly("like %d → %d: %s %s", u.id, pin.id, a.kind, a.body)
-	}
-	w.log("like", a, u.ids(), pin.ids(), "", "")
-	return a
+	return w.pairWrite(ctx, "like", "likes", pairOf(w.likes, w.byUserL, u, pin), true, true)
 }
 
 func (w *worker) unlike(ctx context.Context) answer {
@@ -359,15 +351,7 @@ func (w *worker) unlike(ctx context.Context) answer {
 	if len(ps) == 0 {
 		return w.like(ctx)
 	}
-	p := ps[w.rng.IntN(len(ps))]
-	a := w.c.do(ctx, http.MethodDelete, "/v1/users/"+u.ids()+"/likes/"+p.to.ids(), nil, "")
-	w.st.record("unlike", a, true)
-	p.member.apply(absent, a.outcome)
-	if a.outcome == rejected {
-		w.anomaly("unlike %d → %d: %s %s", u.id, p.to.id, a.kind, a.body)
-	}
-	w.log("unlike", a, u.ids(), p.to.ids(), "", "")
-	return a
+	return w.pairWrite(ctx, "unlike", "likes", ps[w.rng.IntN(len(ps))], false, false)
 }
 
 // patch sends a merge patch of one field and checks the answer's value.

@@ -242,11 +242,12 @@ func run(c config) (int, error) {
 	var faults sync.WaitGroup
 	var kills, flaps atomic.Int64
 	var faultErr sync.Mutex
-	if c.killEvery > 0 {
-		faults.Add(1)
-		go func() {
-			defer faults.Done()
-			t := time.NewTicker(c.killEvery)
+	faultLoop := func(every time.Duration, fault func()) {
+		if every <= 0 {
+			return
+		}
+		faults.Go(func() {
+			t := time.NewTicker(every)
 			defer t.Stop()
 			for {
 				select {
@@ -254,40 +255,31 @@ func run(c config) (int, error) {
 					return
 				case <-t.C:
 				}
-				srv.kill()
-				kills.Add(1)
-				fmt.Printf("chaos: %s SIGKILLed the server (kill %d)\n", time.Now().Format("15:04:05"), kills.Load())
-				time.Sleep(c.restartDelay)
-				if err := srv.start(60 * time.Second); err != nil {
-					faultErr.Lock()
-					sum.killErrors = append(sum.killErrors, err.Error())
-					faultErr.Unlock()
-				}
+				fault()
 			}
-		}()
+		})
 	}
-	if c.flapEvery > 0 {
-		faults.Add(1)
-		go func() {
-			defer faults.Done()
-			t := time.NewTicker(c.flapEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-loadCtx.Done():
-					return
-				case <-t.C:
-				}
-				fmt.Printf("chaos: %s Redis down (%s, %s)\n", time.Now().Format("15:04:05"), c.redisMode, c.redisDown)
-				if err := rs.flap(c.redisDown); err != nil {
-					faultErr.Lock()
-					sum.killErrors = append(sum.killErrors, "redis: "+err.Error())
-					faultErr.Unlock()
-				}
-				flaps.Add(1)
-			}
-		}()
+	noteFault := func(msg string) {
+		faultErr.Lock()
+		sum.killErrors = append(sum.killErrors, msg)
+		faultErr.Unlock()
 	}
+	faultLoop(c.killEvery, func() {
+		srv.kill()
+		kills.Add(1)
+		fmt.Printf("chaos: %s SIGKILLed the server (kill %d)\n", time.Now().Format("15:04:05"), kills.Load())
+		time.Sleep(c.restartDelay)
+		if err := srv.start(60 * time.Second); err != nil {
+			noteFault(err.Error())
+		}
+	})
+	faultLoop(c.flapEvery, func() {
+		fmt.Printf("chaos: %s Redis down (%s, %s)\n", time.Now().Format("15:04:05"), c.redisMode, c.redisDown)
+		if err := rs.flap(c.redisDown); err != nil {
+			noteFault("redis: " + err.Error())
+		}
+		flaps.Add(1)
+	})
 	progressDone := make(chan struct{})
 	go func() {
 		t := time.NewTicker(15 * time.Second)

@@ -86,13 +86,19 @@ func (s *server) stop() {
 		return
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-s.exited:
-	case <-time.After(20 * time.Second):
-		_ = s.cmd.Process.Signal(syscall.SIGKILL)
-		<-s.exited
-	}
+	waitOrKill(s.cmd, s.exited, 20*time.Second)
 	s.cmd = nil
+}
+
+// waitOrKill waits up to grace for cmd (asked to stop) to exit, then
+// SIGKILLs it and waits.
+func waitOrKill(cmd *exec.Cmd, exited <-chan struct{}, grace time.Duration) {
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-exited
+	}
 }
 
 // alive reports whether the current process is still running.
@@ -189,12 +195,7 @@ func (r *redisServer) stop() {
 	if redisCommand(r.addr(), "SHUTDOWN", "NOSAVE") != nil {
 		_ = r.cmd.Process.Signal(syscall.SIGTERM)
 	}
-	select {
-	case <-r.exited:
-	case <-time.After(10 * time.Second):
-		_ = r.cmd.Process.Signal(syscall.SIGKILL)
-		<-r.exited
-	}
+	waitOrKill(r.cmd, r.exited, 10*time.Second)
 	r.cmd = nil
 }
 

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +36,24 @@ type opStats struct {
 	errors int
 }
 
+// add appends o's latencies and errors to s.
+func (s *opStats) add(o *opStats) {
+	s.lat = append(s.lat, o.lat...)
+	s.errors += o.errors
+}
+
+// addOps adds every operation's figures of src to dst.
+func addOps(dst, src map[string]*opStats) {
+	for k, v := range src {
+		d := dst[k]
+		if d == nil {
+			d = &opStats{}
+			dst[k] = d
+		}
+		d.add(v)
+	}
+}
+
 type runResult struct {
 	ran      bool
 	elapsed  time.Duration
@@ -63,19 +81,12 @@ func (r *runResult) merge(o runResult) {
 	r.ran = true
 	r.elapsed += o.elapsed
 	r.cpu = r.cpu.add(o.cpu)
-	for k, v := range o.ops {
-		dst := r.ops[k]
-		if dst == nil {
-			dst = &opStats{}
-			r.ops[k] = dst
-		}
-		dst.lat = append(dst.lat, v.lat...)
-		dst.errors += v.errors
-		sort.Slice(dst.lat, func(i, j int) bool { return dst.lat[i] < dst.lat[j] })
+	addOps(r.ops, o.ops)
+	for _, st := range r.ops {
+		slices.Sort(st.lat)
 	}
-	r.total.lat = append(r.total.lat, o.total.lat...)
-	r.total.errors += o.total.errors
-	sort.Slice(r.total.lat, func(i, j int) bool { return r.total.lat[i] < r.total.lat[j] })
+	r.total.add(&o.total)
+	slices.Sort(r.total.lat)
 	if r.firstErr == "" {
 		r.firstErr = o.firstErr
 	}
@@ -156,15 +167,7 @@ func measure(ctx context.Context, c config, op opFunc) runResult {
 				st.lat = append(st.lat, d)
 			}
 			mu.Lock()
-			for k, v := range local {
-				dst := res.ops[k]
-				if dst == nil {
-					dst = &opStats{}
-					res.ops[k] = dst
-				}
-				dst.lat = append(dst.lat, v.lat...)
-				dst.errors += v.errors
-			}
+			addOps(res.ops, local)
 			if res.firstErr == "" {
 				res.firstErr = firstErr
 			}
@@ -178,11 +181,10 @@ func measure(ctx context.Context, c config, op opFunc) runResult {
 		res.elapsed = end
 	}
 	for _, v := range res.ops {
-		sort.Slice(v.lat, func(i, j int) bool { return v.lat[i] < v.lat[j] })
-		res.total.lat = append(res.total.lat, v.lat...)
-		res.total.errors += v.errors
+		slices.Sort(v.lat)
+		res.total.add(v)
 	}
-	sort.Slice(res.total.lat, func(i, j int) bool { return res.total.lat[i] < res.total.lat[j] })
+	slices.Sort(res.total.lat)
 	return res
 }
 
@@ -270,7 +272,7 @@ func renderMarkdown(c config, results []scenarioResult) string {
 		for k := range names {
 			keys = append(keys, k)
 		}
-		sort.Strings(keys)
+		slices.Sort(keys)
 		one := func(rr runResult, k string) (string, string) {
 			st := rr.ops[k]
 			if st == nil || len(rr.total.lat) == 0 {

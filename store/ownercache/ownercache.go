@@ -69,7 +69,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -146,7 +145,7 @@ func New(client redis.UniversalClient, opts Options) *Cache {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	for i := range c.fields {
-		c.fields[i] = strconv.Itoa(i)
+		c.fields[i] = fieldName(i)
 	}
 	c.hits = metrics.Register(opts.Registerer, prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "pinstore_owner_cache_hits_total",
