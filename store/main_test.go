@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pinstore/pinstore/store/shardmap"
+
 	"github.com/pinstore/pinstore/internal/testenv"
 )
 
@@ -21,12 +23,12 @@ const testShards = 8
 // openTest migrates a private set of testShards shards spread over the
 // given hosts (equal ranges) and opens a store on them. Without hosts, all
 // shards are on the shared MariaDB.
-func openTest(t *testing.T, dsns ...string) (*Store, *ShardMap) {
+func openTest(t *testing.T, dsns ...string) (*Store, *shardmap.Map) {
 	t.Helper()
 	return openTestB(t, dsns...)
 }
 
-func openTestB(t testing.TB, dsns ...string) (*Store, *ShardMap) {
+func openTestB(t testing.TB, dsns ...string) (*Store, *shardmap.Map) {
 	t.Helper()
 	if len(dsns) == 0 {
 		dsns = []string{testenv.MySQLDSN(t)}
@@ -46,7 +48,7 @@ func openTestB(t testing.TB, dsns ...string) (*Store, *ShardMap) {
 		}
 		fmt.Fprintf(&b, "  - {shards: %d-%d, host: h%d}\n", i*per, last, i)
 	}
-	m, err := ParseShardMap([]byte(b.String()), DefaultShards, DefaultDBPrefix)
+	m, err := shardmap.Parse([]byte(b.String()), shardmap.DefaultShards, shardmap.DefaultDBPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}

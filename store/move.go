@@ -56,6 +56,7 @@ import (
 
 	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/shardmap"
 )
 
 // MoveOptions says what MoveShards moves and how.
@@ -190,12 +191,12 @@ func openMoveLock(path string) (*moveLock, error) {
 // index fills first, last and src from Range and From.
 func (st *moveState) index() error {
 	var err error
-	if st.first, st.last, err = ParseShardRange(st.Range); err != nil {
+	if st.first, st.last, err = shardmap.ParseRange(st.Range); err != nil {
 		return err
 	}
 	st.src = make([]string, st.last-st.first+1)
 	for _, f := range st.From {
-		a, b, err := ParseShardRange(f.Shards)
+		a, b, err := shardmap.ParseRange(f.Shards)
 		if err != nil {
 			return err
 		}
@@ -409,14 +410,14 @@ func (mv *mover) run(ctx context.Context) (MoveReport, error) {
 func round(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 
 // loadMap reads the map file with the running map's defaults.
-func (mv *mover) loadMap() (*ShardMap, error) {
+func (mv *mover) loadMap() (*shardmap.Map, error) {
 	cur := mv.s.Map()
-	return LoadShardMap(mv.path, cur.Shards, cur.DBPrefix)
+	return shardmap.Load(mv.path, cur.Shards, cur.DBPrefix)
 }
 
 // plan checks a new move against the map and the hosts and returns its
 // state. It changes nothing.
-func (mv *mover) plan(ctx context.Context, m *ShardMap) (*moveState, error) {
+func (mv *mover) plan(ctx context.Context, m *shardmap.Map) (*moveState, error) {
 	o := mv.opt
 	if o.First < 0 || o.Last < o.First || o.Last >= m.Shards {
 		return nil, model.Errorf(model.EInvalid, "range %d-%d is outside the map's shards 0-%d", o.First, o.Last, m.Shards-1)
@@ -437,7 +438,7 @@ func (mv *mover) plan(ctx context.Context, m *ShardMap) (*moveState, error) {
 			return nil, model.Errorf(model.EConflict, "shard %d is read-only in the map but no move is recorded (%s): another tool may be moving it; finish that first", sh, MoveLockPath(mv.path))
 		}
 		if n := len(st.From); n > 0 && st.From[n-1].Host == r.Host {
-			a, _, _ := ParseShardRange(st.From[n-1].Shards)
+			a, _, _ := shardmap.ParseRange(st.From[n-1].Shards)
 			st.From[n-1].Shards = fmt.Sprintf("%d-%d", a, sh)
 		} else {
 			st.From = append(st.From, moveFrom{Shards: fmt.Sprintf("%d-%d", sh, sh), Host: r.Host})
@@ -451,7 +452,7 @@ func (mv *mover) plan(ctx context.Context, m *ShardMap) (*moveState, error) {
 	}
 	// While writes are held, servers must still have somewhere to put new
 	// users, or they would reject the read-only map and keep writing.
-	ro, err := rewriteRange(m, o.First, o.Last, func(r *Range) { r.ReadOnly = true })
+	ro, err := m.Rewrite(o.First, o.Last, func(r *shardmap.Range) { r.ReadOnly = true })
 	if err != nil {
 		return nil, err
 	}
@@ -481,7 +482,7 @@ func (mv *mover) plan(ctx context.Context, m *ShardMap) (*moveState, error) {
 		if id == dstID {
 			return nil, model.Errorf(model.EInvalid, "target host %q is the same MySQL server as source host %q", o.To, f.Host)
 		}
-		a, b, _ := ParseShardRange(f.Shards)
+		a, b, _ := shardmap.ParseRange(f.Shards)
 		for sh := a; sh <= b; sh++ {
 			var v int
 			if err := src.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM "+m.DBName(sh)+".schema_migrations").Scan(&v); err != nil {
@@ -506,7 +507,7 @@ func (mv *mover) plan(ctx context.Context, m *ShardMap) (*moveState, error) {
 	return st, nil
 }
 
-func hostNames(m *ShardMap) []string {
+func hostNames(m *shardmap.Map) []string {
 	var out []string
 	for n := range m.Hosts {
 		out = append(out, n)
@@ -535,7 +536,7 @@ func shardList(shards []int) string {
 // hostDB is the pool of the host the map names name. A host missing from
 // the map (an operator removed it during a move) is an error, never a
 // default DSN.
-func hostDB(s *Store, m *ShardMap, name string) (*sqlx.DB, error) {
+func hostDB(s *Store, m *shardmap.Map, name string) (*sqlx.DB, error) {
 	spec, ok := m.Hosts[name]
 	if !ok || spec.Master == "" {
 		return nil, model.Errorf(model.EConflict, "host %q of the move is no longer in the shard map; put it back to finish or roll back the move", name)
@@ -557,7 +558,7 @@ func serverID(ctx context.Context, db *sqlx.DB) (string, error) {
 // its sources writable (copy) or read-only (hold), or on the target
 // writable (switched). Anything else means the map was edited during the
 // move, which only a person can sort out.
-func where(m *ShardMap, st *moveState) (string, error) {
+func where(m *shardmap.Map, st *moveState) (string, error) {
 	var src, srcRO, dst int
 	for sh := st.first; sh <= st.last; sh++ {
 		r, ok := m.RangeOf(sh)
@@ -588,7 +589,7 @@ func where(m *ShardMap, st *moveState) (string, error) {
 }
 
 // copyStep is the first pass: every shard copied while writes flow.
-func (mv *mover) copyStep(ctx context.Context, m *ShardMap) error {
+func (mv *mover) copyStep(ctx context.Context, m *shardmap.Map) error {
 	if err := mv.hook("copy"); err != nil {
 		return err
 	}
@@ -616,7 +617,7 @@ func (mv *mover) copyStep(ctx context.Context, m *ShardMap) error {
 // holdStep makes the range read-only, settles, copies what changed,
 // verifies, and switches the map to the target. resumed: the map was
 // already read-only when this run started.
-func (mv *mover) holdStep(ctx context.Context, m *ShardMap, resumed bool) error {
+func (mv *mover) holdStep(ctx context.Context, m *shardmap.Map, resumed bool) error {
 	st := mv.lock.state
 	heldAt := time.Now()
 	if !resumed {
@@ -624,7 +625,7 @@ func (mv *mover) holdStep(ctx context.Context, m *ShardMap, resumed bool) error 
 		if err := mv.lock.save(); err != nil {
 			return err
 		}
-		ro, err := mv.rewrite(stepCopy, func(r *Range) { r.ReadOnly = true }, "holding writes")
+		ro, err := mv.rewrite(stepCopy, func(r *shardmap.Range) { r.ReadOnly = true }, "holding writes")
 		if err != nil {
 			return err
 		}
@@ -659,7 +660,7 @@ func (mv *mover) holdStep(ctx context.Context, m *ShardMap, resumed bool) error 
 	if err := mv.lock.save(); err != nil {
 		return err
 	}
-	sw, err := mv.rewrite(stepHold, func(r *Range) { r.Host, r.ReadOnly = st.To, false }, "switched")
+	sw, err := mv.rewrite(stepHold, func(r *shardmap.Range) { r.Host, r.ReadOnly = st.To, false }, "switched")
 	if err != nil {
 		return err
 	}
@@ -755,13 +756,13 @@ func (mv *mover) finishStep(ctx context.Context) error {
 // abort rolls back the move in progress: the range writable on its
 // sources, the target's copies dropped, the lock removed. A switched move
 // cannot be rolled back (the target may have taken writes): move it back.
-func (mv *mover) abort(ctx context.Context, m *ShardMap, step string) (MoveReport, error) {
+func (mv *mover) abort(ctx context.Context, m *shardmap.Map, step string) (MoveReport, error) {
 	st := mv.lock.state
 	if step == stepSwitched {
 		return mv.rep, model.Errorf(model.EConflict, "the move of %s to %q has switched already and the target may have taken writes; finish it (run without --abort) and move the range back", st.Range, st.To)
 	}
 	if step == stepHold {
-		back, err := mv.rewrite(stepHold, func(r *Range) { r.ReadOnly = false }, "aborted")
+		back, err := mv.rewrite(stepHold, func(r *shardmap.Range) { r.ReadOnly = false }, "aborted")
 		if err != nil {
 			return mv.rep, err
 		}
@@ -787,7 +788,7 @@ func (mv *mover) abort(ctx context.Context, m *ShardMap, step string) (MoveRepor
 // the source again, copies kept for inspection, the lock marked aborted.
 func (mv *mover) rollback(mm *mismatch) error {
 	st := mv.lock.state
-	back, err := mv.rewrite(stepHold, func(r *Range) { r.ReadOnly = false }, "verification failed")
+	back, err := mv.rewrite(stepHold, func(r *shardmap.Range) { r.ReadOnly = false }, "verification failed")
 	if err != nil {
 		return err
 	}
@@ -804,7 +805,7 @@ func (mv *mover) rollback(mm *mismatch) error {
 // during the move is kept), checks that the move still stands at step
 // expect, applies fn to the range's ranges, checks that a server could put
 // the result in force, and writes it. Nothing is written on error.
-func (mv *mover) rewrite(expect string, fn func(*Range), why string) (*ShardMap, error) {
+func (mv *mover) rewrite(expect string, fn func(*shardmap.Range), why string) (*shardmap.Map, error) {
 	st := mv.lock.state
 	m, err := mv.loadMap()
 	if err != nil {
@@ -817,7 +818,7 @@ func (mv *mover) rewrite(expect string, fn func(*Range), why string) (*ShardMap,
 	if step != expect {
 		return nil, model.Errorf(model.EConflict, "the map file changed under the move: the range should be at step %q, the file says %q", expect, step)
 	}
-	next, err := rewriteRange(m, st.first, st.last, fn)
+	next, err := m.Rewrite(st.first, st.last, fn)
 	if err != nil {
 		return nil, err
 	}
@@ -832,7 +833,7 @@ func (mv *mover) rewrite(expect string, fn func(*Range), why string) (*ShardMap,
 
 // writeMap atomically replaces the map file with m and puts it in force in
 // this store too.
-func (mv *mover) writeMap(m *ShardMap, why string) error {
+func (mv *mover) writeMap(m *shardmap.Map, why string) error {
 	st := mv.lock.state
 	body, err := m.Marshal()
 	if err != nil {
@@ -842,7 +843,7 @@ func (mv *mover) writeMap(m *ShardMap, why string) error {
 		st.Range, st.To, why, time.Now().UTC().Format(time.RFC3339))
 	data := append([]byte(head), body...)
 	cur := mv.s.Map()
-	if _, err := ParseShardMap(data, cur.Shards, cur.DBPrefix); err != nil {
+	if _, err := shardmap.Parse(data, cur.Shards, cur.DBPrefix); err != nil {
 		return fmt.Errorf("the rewritten map does not validate (nothing written): %w", err)
 	}
 	if err := writeFileAtomic(mv.path, data); err != nil {
@@ -895,52 +896,6 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
-// rewriteRange returns a copy of m in which every shard of first … last
-// has had fn applied to its range, keeping every range boundary m had and
-// adding boundaries at first and last+1; pieces of one original range that
-// end up alike are merged again. The result is validated.
-func rewriteRange(m *ShardMap, first, last int, fn func(*Range)) (*ShardMap, error) {
-	out := *m
-	out.Ranges = nil
-	var origin []int // per out range: index of the range of m it came from
-	for i, r := range m.Ranges {
-		cuts := []int{r.First}
-		for _, c := range []int{first, last + 1} {
-			if c > r.First && c <= r.Last {
-				cuts = append(cuts, c)
-			}
-		}
-		sort.Ints(cuts)
-		for j, a := range cuts {
-			p := r
-			p.First, p.Last = a, r.Last
-			if j+1 < len(cuts) {
-				p.Last = cuts[j+1] - 1
-			}
-			if p.First >= first && p.Last <= last {
-				fn(&p)
-			}
-			if n := len(out.Ranges); n > 0 && origin[n-1] == i {
-				prev := &out.Ranges[n-1]
-				if prev.Host == p.Host && prev.IsOpen() == p.IsOpen() && prev.ReadOnly == p.ReadOnly {
-					prev.Last = p.Last
-					continue
-				}
-			}
-			out.Ranges = append(out.Ranges, p)
-			origin = append(origin, i)
-		}
-	}
-	for i := range out.Ranges {
-		r := &out.Ranges[i]
-		r.Shards = fmt.Sprintf("%d-%d", r.First, r.Last)
-	}
-	if err := out.Validate(); err != nil {
-		return nil, err
-	}
-	return &out, nil
-}
-
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
@@ -962,7 +917,7 @@ type shardWork struct {
 // eachShard runs fn on every shard of the move, opt.Parallel at a time,
 // printing progress every second. It returns the rows fn reported and the
 // digests fn returned, by shard.
-func (mv *mover) eachShard(ctx context.Context, m *ShardMap, what string, fn func(context.Context, shardWork) (int64, string, error)) (int64, map[int]string, error) {
+func (mv *mover) eachShard(ctx context.Context, m *shardmap.Map, what string, fn func(context.Context, shardWork) (int64, string, error)) (int64, map[int]string, error) {
 	st := mv.lock.state
 	dst, err := hostDB(mv.s, m, st.To)
 	if err != nil {

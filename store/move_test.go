@@ -21,51 +21,8 @@ import (
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/shardmap"
 )
-
-func TestRewriteRange(t *testing.T) {
-	const hosts = "hosts:\n  a: {master: \"root@tcp(127.0.0.1:3306)/\"}\n  b: {master: \"root@tcp(127.0.0.1:3307)/\"}\n"
-	parse := func(ranges string) *ShardMap {
-		t.Helper()
-		m, err := ParseShardMap([]byte("shards: 16\n"+hosts+"ranges:\n"+ranges), DefaultShards, DefaultDBPrefix)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	toB := func(r *Range) { r.Host = "b" }
-	ro := func(r *Range) { r.ReadOnly = true }
-	tests := []struct {
-		name        string
-		ranges      string
-		first, last int
-		fn          func(*Range)
-		want        string
-	}{
-		{"inside one range", " - {shards: 0-15, host: a}\n", 4, 7, toB, "0-3@a 4-7@b 8-15@a"},
-		{"whole range", " - {shards: 0-7, host: a}\n - {shards: 8-15, host: b}\n", 0, 7, ro, "0-7@a(ro) 8-15@b"},
-		{"across ranges", " - {shards: 0-7, host: a}\n - {shards: 8-15, host: a, open: false}\n", 6, 9, toB, "0-5@a 6-7@b 8-9@b(closed) 10-15@a(closed)"},
-		{"merges back", " - {shards: 0-15, host: a, read_only: true}\n", 4, 7, func(r *Range) { r.ReadOnly = false }, "0-3@a(ro) 4-7@a 8-15@a(ro)"},
-		{"no-op keeps boundaries", " - {shards: 0-7, host: a}\n - {shards: 8-15, host: a}\n", 2, 9, func(*Range) {}, "0-7@a 8-15@a"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := rewriteRange(parse(tt.ranges), tt.first, tt.last, tt.fn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s := mapSummary(got); s != tt.want {
-				t.Fatalf("got  %s\nwant %s", s, tt.want)
-			}
-			// The file form parses back to the same map.
-			b, _ := got.Marshal()
-			back, err := ParseShardMap(b, DefaultShards, DefaultDBPrefix)
-			if err != nil || back.Version() != got.Version() {
-				t.Fatalf("round trip: %v\n%s", err, b)
-			}
-		})
-	}
-}
 
 func TestKeyCond(t *testing.T) {
 	tb := tableInfo{name: "m", cols: []string{"from_id", "to_id", "sequence"}, pk: []int{0, 1}}
@@ -98,7 +55,7 @@ func newMoveEnv(t *testing.T, watch time.Duration, queryTimeout time.Duration) *
 	e := &moveEnv{a: a, b: b}
 	e.f = newFileMap(t, []string{a, b}, "{shards: 0-3, host: h0}", "{shards: 4-7, host: h1}")
 	e.server = openFile(t, e.f, queryTimeout, true)
-	m, err := LoadShardMap(e.f.path, DefaultShards, DefaultDBPrefix)
+	m, err := shardmap.Load(e.f.path, shardmap.DefaultShards, shardmap.DefaultDBPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +401,7 @@ func TestMoveShardsRefused(t *testing.T) {
 		}
 	})
 	t.Run("no map file", func(t *testing.T) {
-		m, _ := SingleHostMap(e.a, testShards, e.f.prefix)
+		m, _ := shardmap.SingleHost(e.a, testShards, e.f.prefix)
 		plain, err := Open(ctx, Config{Map: m, CursorSecret: []byte("x"), Redis: RedisConfig{Disabled: true}})
 		if err != nil {
 			t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/shardmap"
 )
 
 // Ready pings every host of the map in force (master) and Redis, each with
@@ -59,7 +60,7 @@ func (s *Store) Hosts(ctx context.Context) []HostStatus {
 	for _, h := range t.hosts {
 		st := HostStatus{Name: h.name, Addr: h.addr, OK: health["mysql:"+h.name].OK, Error: health["mysql:"+h.name].Error}
 		if r := t.m.Hosts[h.name].Replica; r != "" {
-			st.Replica = HostAddr(r)
+			st.Replica = shardmap.HostAddr(r)
 		}
 		for _, r := range t.m.Ranges {
 			if r.Host == h.name {

@@ -12,6 +12,7 @@ import (
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/shardmap"
 )
 
 func TestOwners(t *testing.T) {
@@ -160,7 +161,7 @@ func waitUncached(t *testing.T, s *Store, pin uint64) {
 // creates a pin (its owner cached), cuts the proxy and deletes the pin.
 // It returns a store on the same shards talking to Redis directly, the
 // proxied store, the proxy, the pin and its owner.
-func deleteWhileRedisIsAway(t *testing.T) (s0, s *Store, m *ShardMap, proxy *cutProxy, pin, owner uint64) {
+func deleteWhileRedisIsAway(t *testing.T) (s0, s *Store, m *shardmap.Map, proxy *cutProxy, pin, owner uint64) {
 	t.Helper()
 	s0, m = openTest(t)
 	owner = mustUser(t, s0, "o")

@@ -37,11 +37,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/shardmap"
 )
 
 // Config is everything Open needs.
 type Config struct {
-	Map            *ShardMap     // required
+	Map            *shardmap.Map // required
 	MapFile        string        // where Map came from, for Reload; "" when built from env
 	CursorSecret   []byte        // signs list cursors; random when empty (cursors then die with the process)
 	Limits         model.Limits  // document limits
@@ -75,7 +76,7 @@ type RedisConfig struct {
 // PINSTORE_REDIS_DISABLED.
 func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	var cfg Config
-	shards, prefix := DefaultShards, DefaultDBPrefix
+	shards, prefix := shardmap.DefaultShards, shardmap.DefaultDBPrefix
 	if v := getenv("PINSTORE_SHARDS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -88,13 +89,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	var err error
 	if cfg.MapFile = getenv("PINSTORE_SHARD_MAP"); cfg.MapFile != "" {
-		cfg.Map, err = LoadShardMap(cfg.MapFile, shards, prefix)
+		cfg.Map, err = shardmap.Load(cfg.MapFile, shards, prefix)
 	} else {
 		dsn := getenv("PINSTORE_MYSQL_DSN")
 		if dsn == "" {
-			dsn = DefaultDSN
+			dsn = shardmap.DefaultDSN
 		}
-		cfg.Map, err = SingleHostMap(dsn, shards, prefix)
+		cfg.Map, err = shardmap.SingleHost(dsn, shards, prefix)
 	}
 	if err != nil {
 		return cfg, err
@@ -153,7 +154,7 @@ type host struct {
 
 // topology is one immutable version of the shard map with its pools.
 type topology struct {
-	m      *ShardMap
+	m      *shardmap.Map
 	shards []*host  // index = shard
 	ro     []bool   // index = shard: writes refused (range being moved)
 	hosts  []*host  // distinct, sorted by name
@@ -221,12 +222,12 @@ func (s *Store) Close() error {
 }
 
 // Map returns the shard map in force.
-func (s *Store) Map() *ShardMap { return s.topo.Load().m }
+func (s *Store) Map() *shardmap.Map { return s.topo.Load().m }
 
 // Reload replaces the shard map in force with m (already validated). Pools
 // of hosts that stay are kept; calls in flight finish on the old map.
 // The shard count and prefix cannot change while running.
-func (s *Store) Reload(m *ShardMap) error {
+func (s *Store) Reload(m *shardmap.Map) error {
 	old := s.topo.Load().m
 	if m.Shards != old.Shards || m.DBPrefix != old.DBPrefix {
 		return fmt.Errorf("store.Reload: shards and db_prefix cannot change while running (%d %q → %d %q)",
@@ -240,7 +241,7 @@ func (s *Store) Reload(m *ShardMap) error {
 	return nil
 }
 
-func (s *Store) build(m *ShardMap) (*topology, error) {
+func (s *Store) build(m *shardmap.Map) (*topology, error) {
 	t := &topology{m: m, shards: make([]*host, m.Shards), ro: make([]bool, m.Shards), names: make([]string, m.Shards), loaded: time.Now().UTC()}
 	byName := map[string]*host{}
 	for name, spec := range m.Hosts {
@@ -248,7 +249,7 @@ func (s *Store) build(m *ShardMap) (*topology, error) {
 		if err != nil {
 			return nil, fmt.Errorf("store: host %q: %w", name, err)
 		}
-		h := &host{name: name, addr: HostAddr(spec.Master), db: db, reads: newPointReads(s.cfg.PointReadLanes)}
+		h := &host{name: name, addr: shardmap.HostAddr(spec.Master), db: db, reads: newPointReads(s.cfg.PointReadLanes)}
 		byName[name] = h
 	}
 	for _, r := range m.Ranges {

@@ -3,13 +3,13 @@ package store
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/pinstore/pinstore/store/shardmap"
 )
 
 // DefaultMapPoll is how often WatchMap looks at the shard map file when
@@ -41,19 +41,6 @@ func durationFromEnv(getenv func(string) string, name string, def time.Duration,
 		return 0, fmt.Errorf("%s: %q is not %s", name, v, what)
 	}
 	return d, nil
-}
-
-// Version is a short hash of the map's canonical form (Marshal): two maps
-// with the same version route identically, however their files are
-// formatted. It names a map in logs, in move-shards output and on admin
-// endpoints.
-func (m *ShardMap) Version() string {
-	b, err := m.Marshal()
-	if err != nil {
-		return "unknown"
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:6])
 }
 
 // MapVersion is the Version of the shard map in force.
@@ -91,7 +78,7 @@ func (s *Store) ReloadFile() error {
 
 // buildFrom parses data as a map replacing old's and builds its topology.
 func (s *Store) buildFrom(old *topology, data []byte) (*topology, error) {
-	m, err := ParseShardMap(data, old.m.Shards, old.m.DBPrefix)
+	m, err := shardmap.Parse(data, old.m.Shards, old.m.DBPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +184,7 @@ func (w *mapWatcher) poll() {
 	m := w.s.Map()
 	if v := m.Version(); v != before {
 		w.log.Info("shard map reloaded", "file", w.path, "version", v, "previous", before,
-			"ranges", len(m.Ranges), "hosts", len(m.Hosts), "summary", mapSummary(m))
+			"ranges", len(m.Ranges), "hosts", len(m.Hosts), "summary", m.Summary())
 	}
 }
 
@@ -227,23 +214,4 @@ func (w *mapWatcher) readError(err error) {
 	}
 	w.lastErr = msg
 	w.log.Error("shard map file unreadable; keeping the map in force", "file", w.path, "error", msg, "version", w.s.MapVersion())
-}
-
-// mapSummary is "0-3@h0 4-7@h1(ro)": every range and its host, with
-// (closed) and (ro) marks.
-func mapSummary(m *ShardMap) string {
-	var b strings.Builder
-	for i, r := range m.Ranges {
-		if i > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(&b, "%d-%d@%s", r.First, r.Last, r.Host)
-		if !r.IsOpen() {
-			b.WriteString("(closed)")
-		}
-		if r.ReadOnly {
-			b.WriteString("(ro)")
-		}
-	}
-	return b.String()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/shardmap"
 )
 
 // fileMap is a test's shard map file: testShards shards of a private
@@ -79,7 +80,7 @@ func newFileMap(t *testing.T, dsns []string, ranges ...string) fileMap {
 // provisions the shards.
 func openFile(t *testing.T, f fileMap, qt time.Duration, migrate bool) *Store {
 	t.Helper()
-	m, err := LoadShardMap(f.path, DefaultShards, DefaultDBPrefix)
+	m, err := shardmap.Load(f.path, shardmap.DefaultShards, shardmap.DefaultDBPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +225,7 @@ func TestReloadFile(t *testing.T) {
 		t.Fatal("map changed")
 	}
 
-	m, _ := SingleHostMap(testenv.MySQLDSN(t), testShards, f.prefix)
+	m, _ := shardmap.SingleHost(testenv.MySQLDSN(t), testShards, f.prefix)
 	plain, err := Open(context.Background(), Config{Map: m, CursorSecret: []byte("x"), Redis: RedisConfig{Disabled: true}})
 	if err != nil {
 		t.Fatal(err)

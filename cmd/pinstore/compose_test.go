@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pinstore/pinstore/store/shardmap"
+
 	"gopkg.in/yaml.v3"
 
 	"github.com/pinstore/pinstore/store"
@@ -100,7 +102,7 @@ func TestDockerCompose(t *testing.T) {
 		t.Fatalf("shards per host: %v", hosts)
 	}
 	for name, h := range m.Hosts {
-		host := strings.TrimSuffix(strings.TrimPrefix(store.HostAddr(h.Master), "tcp("), ":3306)")
+		host := strings.TrimSuffix(strings.TrimPrefix(shardmap.HostAddr(h.Master), "tcp("), ":3306)")
 		if _, ok := c.Services[host]; !ok {
 			t.Errorf("map host %s points at %s, which is not a compose service", name, host)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store"
+	"github.com/pinstore/pinstore/store/shardmap"
 )
 
 // runMoveShards is `pinstore move-shards --range A-B --to HOST`: it moves
@@ -44,7 +45,7 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 		fs.Usage()
 		return errors.New("move-shards: --range and --to are required")
 	}
-	first, last, err := store.ParseShardRange(*rng)
+	first, last, err := shardmap.ParseRange(*rng)
 	if err != nil {
 		return fmt.Errorf("move-shards: --range: %w", err)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/pinstore/pinstore/store/shardmap"
+
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/store"
 )
@@ -64,7 +66,7 @@ func TestMoveShardsCommand(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	m, err := store.LoadShardMap(path, 4, prefix)
+	m, err := shardmap.Load(path, 4, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store"
+	"github.com/pinstore/pinstore/store/shardmap"
 )
 
 // twoHosts is a server whose e2eShards shards are split over two MariaDB
@@ -164,7 +165,7 @@ func TestServeTwoHosts(t *testing.T) {
 
 	// The admin route shows the map in force; a user token may not see it.
 	info := th.shardMap(t)
-	m, err := store.LoadShardMap(th.mapPath, e2eShards, th.prefix)
+	m, err := shardmap.Load(th.mapPath, e2eShards, th.prefix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,11 @@
-package store
+package shardmap
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestParseShardMap(t *testing.T) {
+func TestParse(t *testing.T) {
 	const hosts = `hosts:
   a: {master: "root@tcp(127.0.0.1:3306)/"}
   b: {master: "root@tcp(127.0.0.1:3307)/", replica: "root@tcp(127.0.0.1:3308)/"}
@@ -36,7 +36,7 @@ func TestParseShardMap(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := ParseShardMap([]byte(tt.in), DefaultShards, DefaultDBPrefix)
+			m, err := Parse([]byte(tt.in), DefaultShards, DefaultDBPrefix)
 			if tt.err == "" {
 				if err != nil {
 					t.Fatalf("unexpected error: %v", err)
@@ -57,7 +57,7 @@ func TestParseShardMap(t *testing.T) {
 }
 
 func TestShardMapRoundTrip(t *testing.T) {
-	m, err := SingleHostMap(DefaultDSN, DefaultShards, DefaultDBPrefix)
+	m, err := SingleHost(DefaultDSN, DefaultShards, DefaultDBPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,11 +73,11 @@ func TestShardMapRoundTrip(t *testing.T) {
 	}
 }
 
-func FuzzParseShardMap(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	f.Add([]byte("shards: 16\nhosts:\n  a: {master: \"root@tcp(127.0.0.1:3306)/\"}\nranges:\n - {shards: 0-15, host: a}\n"))
 	f.Add([]byte(`{"shards":4,"hosts":{"a":{"master":"x@tcp(h:1)/"}},"ranges":[{"shards":"0-1","host":"a"},{"shards":"2-3","host":"a"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		m, err := ParseShardMap(data, 64, "db")
+		m, err := Parse(data, 64, "db")
 		if err != nil {
 			return
 		}

@@ -1,4 +1,17 @@
-package store
+// Package shardmap is the shard map: which physical MySQL host holds which
+// range of logical shards. It is pure: the file format, its validation,
+// the version hash that names a map, shard → range look-ups, database
+// names, and the rewrite a move applies to a range. It opens no
+// connection and reads nothing but the map file.
+//
+// Invariants of a valid Map:
+//   - Shards is 1 … 65536 and shard N is the database Prefix + N as %05d.
+//   - Ranges are inclusive at both ends, sorted, and cover 0 … Shards-1
+//     exactly once; each names a host of Hosts; at least one is open for
+//     new users.
+//   - A host's DSNs parse and name no database (statements name their
+//     shard's database).
+package shardmap
 
 import (
 	"bytes"
@@ -20,7 +33,7 @@ const (
 	DefaultDSN      = "root@tcp(127.0.0.1:3306)/"
 )
 
-// ShardMap says which physical host holds which range of logical shards.
+// Map says which physical host holds which range of logical shards.
 //
 // The file form (YAML, or JSON, which YAML reads too):
 //
@@ -37,7 +50,7 @@ const (
 // overlap, and together must cover 0 … shards-1 with no gap. A range is open
 // for new users unless open: false. read_only: true refuses writes to the
 // range with EMoving (used while a range is being moved).
-type ShardMap struct {
+type Map struct {
 	Shards   int                 `yaml:"shards" json:"shards"`
 	DBPrefix string              `yaml:"db_prefix" json:"db_prefix"`
 	Hosts    map[string]HostSpec `yaml:"hosts" json:"hosts"`
@@ -67,10 +80,10 @@ func (r Range) IsOpen() bool { return r.Open == nil || *r.Open }
 var prefixRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,15}$`)
 var hostNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 
-// ParseShardMap parses and validates a shard map file's contents. Missing
-// shards and db_prefix take the given defaults.
-func ParseShardMap(data []byte, defShards int, defPrefix string) (*ShardMap, error) {
-	var m ShardMap
+// Parse parses and validates a shard map file's contents. Missing shards
+// and db_prefix take the given defaults.
+func Parse(data []byte, defShards int, defPrefix string) (*Map, error) {
+	var m Map
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&m); err != nil {
@@ -88,23 +101,23 @@ func ParseShardMap(data []byte, defShards int, defPrefix string) (*ShardMap, err
 	return &m, nil
 }
 
-// LoadShardMap reads and validates the shard map file at path.
-func LoadShardMap(path string, defShards int, defPrefix string) (*ShardMap, error) {
+// Load reads and validates the shard map file at path.
+func Load(path string, defShards int, defPrefix string) (*Map, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("shard map: %w", err)
 	}
-	m, err := ParseShardMap(data, defShards, defPrefix)
+	m, err := Parse(data, defShards, defPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return m, nil
 }
 
-// SingleHostMap is the map used when there is no file: every shard on one
+// SingleHost is the map used when there is no file: every shard on one
 // MySQL at dsn, all open.
-func SingleHostMap(dsn string, shards int, prefix string) (*ShardMap, error) {
-	m := &ShardMap{
+func SingleHost(dsn string, shards int, prefix string) (*Map, error) {
+	m := &Map{
 		Shards:   shards,
 		DBPrefix: prefix,
 		Hosts:    map[string]HostSpec{"default": {Master: dsn}},
@@ -119,7 +132,7 @@ func SingleHostMap(dsn string, shards int, prefix string) (*ShardMap, error) {
 // Validate checks the map and fills each range's First and Last. The error
 // names the problem: a bad prefix or count, an unknown host, an unparsable
 // DSN, a range outside 0 … shards-1, an overlap or a gap.
-func (m *ShardMap) Validate() error {
+func (m *Map) Validate() error {
 	if m.Shards < 1 || m.Shards > 1<<16 {
 		return fmt.Errorf("shard map: shards must be 1 … 65536, got %d", m.Shards)
 	}
@@ -154,7 +167,7 @@ func (m *ShardMap) Validate() error {
 	}
 	for i := range m.Ranges {
 		r := &m.Ranges[i]
-		first, last, err := ParseShardRange(r.Shards)
+		first, last, err := ParseRange(r.Shards)
 		if err != nil {
 			return fmt.Errorf("shard map: range %d: %w", i, err)
 		}
@@ -187,8 +200,8 @@ func (m *ShardMap) Validate() error {
 	return nil
 }
 
-// ParseShardRange reads "A-B" (inclusive) or "N".
-func ParseShardRange(s string) (first, last int, err error) {
+// ParseRange reads "A-B" (inclusive) or "N".
+func ParseRange(s string) (first, last int, err error) {
 	a, b, found := strings.Cut(strings.TrimSpace(s), "-")
 	if !found {
 		b = a
@@ -202,7 +215,7 @@ func ParseShardRange(s string) (first, last int, err error) {
 }
 
 // RangeOf returns the range holding shard.
-func (m *ShardMap) RangeOf(shard int) (Range, bool) {
+func (m *Map) RangeOf(shard int) (Range, bool) {
 	i := sort.Search(len(m.Ranges), func(i int) bool { return m.Ranges[i].Last >= shard })
 	if i < len(m.Ranges) && m.Ranges[i].First <= shard {
 		return m.Ranges[i], true
@@ -211,10 +224,10 @@ func (m *ShardMap) RangeOf(shard int) (Range, bool) {
 }
 
 // DBName is the database of a shard: prefix + %05d.
-func (m *ShardMap) DBName(shard int) string { return fmt.Sprintf("%s%05d", m.DBPrefix, shard) }
+func (m *Map) DBName(shard int) string { return fmt.Sprintf("%s%05d", m.DBPrefix, shard) }
 
 // Marshal writes the map in its file form.
-func (m *ShardMap) Marshal() ([]byte, error) {
+func (m *Map) Marshal() ([]byte, error) {
 	out := *m
 	out.Ranges = make([]Range, len(m.Ranges))
 	for i, r := range m.Ranges {
