@@ -8,12 +8,17 @@
 package migrations
 
 import (
+	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"io/fs"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
 )
 
 //go:embed *.sql
@@ -68,4 +73,60 @@ func stripComments(s string) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// Apply brings the shard database name on db up to the newest of ms (as
+// All returns them), creating the database if it does not exist. It
+// applies only the versions the database has not recorded; every
+// statement is idempotent, so an interrupted Apply is finished by calling
+// it again. The common case, an up-to-date database, costs one query.
+// name must be a database name the caller built (it is not quoted).
+func Apply(ctx context.Context, db *sqlx.DB, name string, ms []Migration) error {
+	var have int
+	err := db.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM "+name+".schema_migrations").Scan(&have)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && (me.Number == 1049 || me.Number == 1146) {
+		have, err = 0, nil
+	}
+	if err != nil {
+		return err
+	}
+	if have >= ms[len(ms)-1].Version {
+		return nil
+	}
+	// All of a shard's statements run on one connection, with the shard as
+	// its default database so unqualified table names land in it.
+	conn, err := db.Connx(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	for _, q := range []string{
+		"CREATE DATABASE IF NOT EXISTS " + name + " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
+		"USE " + name,
+		"CREATE TABLE IF NOT EXISTS schema_migrations (version INT NOT NULL PRIMARY KEY, name VARCHAR(100) NOT NULL, applied_at DATETIME(6) NOT NULL) ENGINE=InnoDB",
+	} {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	for _, m := range ms {
+		if m.Version <= have {
+			continue
+		}
+		for _, q := range m.Statements {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				return fmt.Errorf("migration %d: %w", m.Version, err)
+			}
+		}
+		if _, err := conn.ExecContext(ctx, "INSERT IGNORE INTO schema_migrations (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6))", m.Version, m.Name); err != nil {
+			return err
+		}
+	}
+	// The connection goes back to the pool; leave no default database on it.
+	_, err = conn.ExecContext(ctx, "USE information_schema")
+	if err != nil {
+		return err
+	}
+	return nil
 }

@@ -1,8 +1,12 @@
 package migrations
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/pinstore/pinstore/internal/testenv"
 )
 
 func TestAll(t *testing.T) {
@@ -29,5 +33,62 @@ func TestAll(t *testing.T) {
 		if !tables[want] {
 			t.Errorf("no CREATE TABLE for %s", want)
 		}
+	}
+}
+
+func TestApply(t *testing.T) {
+	dsn := testenv.MySQLDSN(t)
+	prefix := testenv.UniquePrefix(t, "mg")
+	t.Cleanup(func() { testenv.DropDatabases(t, dsn, prefix) })
+	db, err := sqlx.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ms, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	name := prefix + "00000"
+	// A database created by a run that stopped after the first migration.
+	if err := Apply(ctx, db, name, ms[:1]); err != nil {
+		t.Fatal(err)
+	}
+	var have int
+	if err := db.Get(&have, "SELECT MAX(version) FROM "+name+".schema_migrations"); err != nil || have != 1 {
+		t.Fatalf("after the first migration: version %d, %v", have, err)
+	}
+	if _, err := db.Exec("SELECT 1 FROM " + name + ".feed_outbox"); err == nil {
+		t.Fatal("a later migration's table exists after applying only the first")
+	}
+	if err := Apply(ctx, db, name, ms); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Get(&have, "SELECT MAX(version) FROM "+name+".schema_migrations"); err != nil || have != ms[len(ms)-1].Version {
+		t.Fatalf("after all: version %d, %v; want %d", have, err, ms[len(ms)-1].Version)
+	}
+	var tables int
+	if err := db.Get(&tables, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ?", name); err != nil {
+		t.Fatal(err)
+	}
+	want := 1 // schema_migrations
+	for _, m := range ms {
+		for _, s := range m.Statements {
+			if strings.HasPrefix(s, "CREATE TABLE") {
+				want++
+			}
+		}
+	}
+	if tables != want {
+		t.Fatalf("%d tables, want %d", tables, want)
+	}
+	// Up to date: applying again changes nothing.
+	if err := Apply(ctx, db, name, ms); err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := db.Get(&rows, "SELECT COUNT(*) FROM "+name+".schema_migrations"); err != nil || rows != len(ms) {
+		t.Fatalf("schema_migrations holds %d rows, want %d (%v)", rows, len(ms), err)
 	}
 }

@@ -9,9 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-	"github.com/jmoiron/sqlx"
-
 	"github.com/pinstore/pinstore/migrations"
 )
 
@@ -79,7 +76,7 @@ func migrateHost(ctx context.Context, h *host, t *topology, shards []int, ms []m
 		go func() {
 			defer wg.Done()
 			for n := range work {
-				if err := migrateShard(ctx, h.db, t.names[n], ms); err != nil {
+				if err := migrations.Apply(ctx, h.db, t.names[n], ms); err != nil {
 					mu.Lock()
 					if first == nil {
 						first = fmt.Errorf("migrate host %q shard %d: %w", h.name, n, classify("store.Migrate", h, err))
@@ -106,58 +103,6 @@ func migrateHost(ctx context.Context, h *host, t *topology, shards []int, ms []m
 		return ctx.Err()
 	}
 	return first
-}
-
-// migrateShard applies the migrations the shard does not have yet. The
-// common case, an up-to-date shard, costs one query.
-func migrateShard(ctx context.Context, db *sqlx.DB, name string, ms []migrations.Migration) error {
-	var have int
-	err := db.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM "+name+".schema_migrations").Scan(&have)
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && (me.Number == 1049 || me.Number == 1146) {
-		have, err = 0, nil
-	}
-	if err != nil {
-		return err
-	}
-	if have >= ms[len(ms)-1].Version {
-		return nil
-	}
-	// All of a shard's statements run on one connection, with the shard as
-	// its default database so unqualified table names land in it.
-	conn, err := db.Connx(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	for _, q := range []string{
-		"CREATE DATABASE IF NOT EXISTS " + name + " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin",
-		"USE " + name,
-		"CREATE TABLE IF NOT EXISTS schema_migrations (version INT NOT NULL PRIMARY KEY, name VARCHAR(100) NOT NULL, applied_at DATETIME(6) NOT NULL) ENGINE=InnoDB",
-	} {
-		if _, err := conn.ExecContext(ctx, q); err != nil {
-			return err
-		}
-	}
-	for _, m := range ms {
-		if m.Version <= have {
-			continue
-		}
-		for _, q := range m.Statements {
-			if _, err := conn.ExecContext(ctx, q); err != nil {
-				return fmt.Errorf("migration %d: %w", m.Version, err)
-			}
-		}
-		if _, err := conn.ExecContext(ctx, "INSERT IGNORE INTO schema_migrations (version, name, applied_at) VALUES (?, ?, UTC_TIMESTAMP(6))", m.Version, m.Name); err != nil {
-			return err
-		}
-	}
-	// The connection goes back to the pool; leave no default database on it.
-	_, err = conn.ExecContext(ctx, "USE information_schema")
-	if err != nil {
-		return err
-	}
-	return nil
 }
 
 // every calls fn every d until the returned stop is called; stop returns

@@ -1012,7 +1012,7 @@ func (e *mismatch) Error() string {
 // chunk by chunk, while the source takes writes. It returns the rows
 // written.
 func (mv *mover) copyShard(ctx context.Context, w shardWork) (int64, string, error) {
-	if err := migrateShard(ctx, w.dst, w.name, mv.ms); err != nil {
+	if err := migrations.Apply(ctx, w.dst, w.name, mv.ms); err != nil {
 		return 0, "", fmt.Errorf("create on target: %w", err)
 	}
 	tables, err := sameTables(ctx, w)
