@@ -401,12 +401,12 @@ func (s *Server) owners(w http.ResponseWriter, r *http.Request) error {
 		str, ok := digitString(raw)
 		if !ok {
 			if err := json.Unmarshal(raw, &str); err != nil {
-				return errorf(model.EInvalid, "ids[%d] must be a decimal string, not %s", i, quoteInput(string(raw)))
+				return errorf(model.EInvalid, "ids[%d] must be a decimal string, not %s", i, model.QuoteInput(string(raw)))
 			}
 		}
 		id, err := ParseID("ids", str, typePin)
 		if model.IsCode(err, model.ENotFound) {
-			return errorf(model.EInvalid, "ids[%d] %s is not a pin id", i, quoteInput(str))
+			return errorf(model.EInvalid, "ids[%d] %s is not a pin id", i, model.QuoteInput(str))
 		}
 		if err != nil {
 			_, err = ParseID("ids["+strconv.Itoa(i)+"]", str, typePin) // the same error, naming the entry

@@ -29,44 +29,16 @@ const (
 	MaxOwners = 1000
 )
 
-// quoteInput quotes client input for an error message, cut to a length
-// that keeps the message readable.
-func quoteInput(s string) string {
-	const max = 40
-	if len(s) > max {
-		s = s[:max] + "…"
-	}
-	return strconv.Quote(s)
-}
-
-// parseKnownID reads a decimal ID of any known type. Not a decimal 64-bit
-// number, reserved bits set, or an unknown type are EInvalid; what names
-// the ID in messages ("id", "pin_id", "ids[3]").
+// parseKnownID reads a decimal ID of any known type (model.ParseID).
 func parseKnownID(what, s string) (uint64, idcodec.Parts, error) {
-	id, p, err := idcodec.Parse(s)
-	switch {
-	case errors.Is(err, idcodec.ErrReserved):
-		return 0, p, errorf(model.EInvalid, "%s %s has reserved bits set", what, quoteInput(s))
-	case err != nil:
-		return 0, p, errorf(model.EInvalid, "%s %s is not a decimal 64-bit id", what, quoteInput(s))
-	case !p.Type.Known():
-		return 0, p, errorf(model.EInvalid, "%s %s has unknown type %d", what, quoteInput(s), p.Type)
-	}
-	return id, p, nil
+	return model.ParseID(what, s, 0)
 }
 
-// ParseID reads a decimal ID that must be of type want. A malformed ID
-// is EInvalid (see parseKnownID); a well-formed ID of another type is
-// ENotFound, since no object of type want has it.
+// ParseID reads a decimal ID that must be of type want (model.ParseID): a
+// malformed ID is EInvalid, a well-formed ID of another type ENotFound.
 func ParseID(what, s string, want idcodec.Type) (uint64, error) {
-	id, p, err := parseKnownID(what, s)
-	if err != nil {
-		return 0, err
-	}
-	if p.Type != want {
-		return 0, errorf(model.ENotFound, "%s %s not found", want, s)
-	}
-	return id, nil
+	id, _, err := model.ParseID(what, s, want)
+	return id, err
 }
 
 // bodyID is ParseID for an ID inside a request body: there, an ID of the

@@ -182,9 +182,10 @@ func text(field, s string, min, max int) error {
 	return nil
 }
 
+// idOf checks a document's reference: inside a body, an ID that is not one
+// of want's (CheckID's EInvalid and ENotFound alike) is a malformed request.
 func idOf(field string, id ID, want idcodec.Type) error {
-	p, err := idcodec.Decode(uint64(id))
-	if err != nil || p.Type != want || p.Local == 0 {
+	if _, err := CheckID(field, uint64(id), want); err != nil {
 		return Errorf(EInvalid, "%s must be a %s id", field, want)
 	}
 	return nil

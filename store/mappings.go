@@ -575,12 +575,12 @@ func (s *Store) GetMany(ctx context.Context, ids []uint64, typ idcodec.Type) ([]
 	}
 	want := make([]uint64, 0, len(ids))
 	for _, id := range ids {
-		p, err := idcodec.Decode(id)
-		if err != nil {
-			return nil, model.Wrap(op, model.EInvalid, "malformed id", err)
-		}
-		if p.Type == typ && p.Local != 0 {
+		_, err := model.CheckID("id", id, typ)
+		switch {
+		case err == nil:
 			want = append(want, id)
+		case !model.IsCode(err, model.ENotFound): // of another type: not found, left out
+			return nil, classify(op, nil, err)
 		}
 	}
 	groups, err := s.groupByHost(op, want, typ)

@@ -17,23 +17,14 @@ import (
 
 var objectTables = [...]string{idcodec.TypePin: "pins", idcodec.TypeBoard: "boards", idcodec.TypeUser: "users", idcodec.TypeComment: "comments"}
 
-// resolve validates id and returns its route. A malformed id, an unknown
-// type or a shard outside the configured range is EInvalid; an id of a
-// known type other than want is ENotFound (the caller asked for a pin and
-// there is no such pin).
+// resolve validates id by model.CheckID and returns its route: a malformed
+// id, an unknown type or a shard outside the configured range is EInvalid;
+// an id of a known type other than want is ENotFound (the caller asked for
+// a pin and there is no such pin).
 func (s *Store) resolve(op string, id uint64, want idcodec.Type) (shard, uint64, error) {
-	p, err := idcodec.Decode(id)
+	p, err := model.CheckID("id", id, want)
 	if err != nil {
-		return shard{}, 0, model.Wrap(op, model.EInvalid, "malformed id", err)
-	}
-	if !p.Type.Known() {
-		return shard{}, 0, model.Wrap(op, model.EInvalid, "id has an unknown type", nil)
-	}
-	if want != 0 && p.Type != want {
-		return shard{}, 0, model.Wrap(op, model.ENotFound, want.String()+" not found", nil)
-	}
-	if p.Local == 0 {
-		return shard{}, 0, model.Wrap(op, model.ENotFound, p.Type.String()+" not found", nil)
+		return shard{}, 0, classify(op, nil, err)
 	}
 	sh, err := s.topo.Load().route(int(p.Shard))
 	if err != nil {
