@@ -113,7 +113,7 @@ func (fuzzStore) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Obj
 	record(ctx, "CreateBoard").doc = &doc
 	return created(idcodec.TypeBoard, &doc)
 }
-func (fuzzStore) CreatePin(ctx context.Context, doc model.PinDoc) (model.Object, error) {
+func (fuzzStore) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (model.Object, error) {
 	record(ctx, "CreatePin").doc = &doc
 	stored := doc
 	stored.OwnerID = mustID(vecUser) // as the store does: the board's owner

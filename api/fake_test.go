@@ -35,7 +35,7 @@ func (f *fakeStore) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.
 	f.note("CreateBoard")
 	return model.Object{}, unset("CreateBoard")
 }
-func (f *fakeStore) CreatePin(ctx context.Context, doc model.PinDoc) (model.Object, error) {
+func (f *fakeStore) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (model.Object, error) {
 	f.note("CreatePin")
 	if f.createP != nil {
 		return f.createP(ctx, doc)

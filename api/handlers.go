@@ -102,7 +102,7 @@ func (s *Server) createPin(w http.ResponseWriter, r *http.Request) error {
 	if err := doc.Validate(s.limits); err != nil {
 		return err
 	}
-	o, err := s.store.CreatePin(r.Context(), doc)
+	o, err := s.store.CreatePin(r.Context(), doc, 0)
 	if err != nil {
 		return err
 	}

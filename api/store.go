@@ -19,7 +19,7 @@ type Store interface {
 	// CreatePin places the pin on its board's shard, sets doc.OwnerID to the
 	// board's owner, adds board_pins and user_pins, and caches the owner.
 	// ENotFound when the board does not exist.
-	CreatePin(ctx context.Context, doc model.PinDoc) (model.Object, error)
+	CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (model.Object, error)
 	// CreateComment places the comment on its pin's shard and adds
 	// pin_comments. ENotFound when the pin or the author does not exist.
 	CreateComment(ctx context.Context, doc model.CommentDoc) (model.Object, error)

@@ -16,7 +16,7 @@ func BenchmarkStore(b *testing.B) {
 	bd, _ := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(u.ID), Name: "b"})
 	var pin model.Object
 	for range 60 {
-		pin, _ = s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(bd.ID), Link: "https://example.com/p"})
+		pin, _ = s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(bd.ID), Link: "https://example.com/p"}, 0)
 	}
 	b.Run("GetPin", func(b *testing.B) {
 		b.ReportAllocs()
@@ -29,7 +29,7 @@ func BenchmarkStore(b *testing.B) {
 	b.Run("CreatePin", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(bd.ID), Link: "https://example.com/p"}); err != nil {
+			if _, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(bd.ID), Link: "https://example.com/p"}, 0); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -38,7 +38,7 @@ func BenchmarkFanOut(b *testing.B) {
 			b.ResetTimer()
 			start := time.Now()
 			for range b.N {
-				if _, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(bo.ID)}); err != nil {
+				if _, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(bo.ID)}, 0); err != nil {
 					b.Fatal(err)
 				}
 				for s.FeedBacklog() != 0 {

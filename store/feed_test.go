@@ -242,7 +242,7 @@ func TestFeedFanOutRacesFollows(t *testing.T) {
 					return
 				default:
 				}
-				if _, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(b)}); err != nil {
+				if _, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(b)}, 0); err != nil {
 					errs <- err
 					return
 				}

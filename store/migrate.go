@@ -66,7 +66,7 @@ func (s *Store) Migrate(ctx context.Context, opt MigrateOptions) error {
 	return errors.Join(errs...)
 }
 
-func migrateHost(ctx context.Context, h *host, t *topology, shards []int, ms []migrations.Migration, par int, done *atomic.Int64) error {
+func migrateHost(ctx context.Context, h *host, t *layout, shards []int, ms []migrations.Migration, par int, done *atomic.Int64) error {
 	work := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex

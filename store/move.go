@@ -452,11 +452,7 @@ func (mv *mover) plan(ctx context.Context, m *shardmap.Map) (*moveState, error) 
 	}
 	// While writes are held, servers must still have somewhere to put new
 	// users, or they would reject the read-only map and keep writing.
-	ro, err := m.Rewrite(o.First, o.Last, func(r *shardmap.Range) { r.ReadOnly = true })
-	if err != nil {
-		return nil, err
-	}
-	if _, err := mv.s.build(ro); err != nil {
+	if _, err := m.Rewrite(o.First, o.Last, func(r *shardmap.Range) { r.ReadOnly = true }); err != nil {
 		return nil, model.Errorf(model.EInvalid, "holding writes on %s would leave no writable range open for new users; open another range first", st.Range)
 	}
 	// Hosts: the target must be another server than every source, hold

@@ -185,7 +185,7 @@ func TestMoveShardsUnderLoad(t *testing.T) {
 				switch r.IntN(3) {
 				case 0:
 					var o model.Object
-					o, err = s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(boards[r.IntN(len(boards))]), Link: "https://example.com/w"})
+					o, err = s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(boards[r.IntN(len(boards))]), Link: "https://example.com/w"}, 0)
 					if err == nil {
 						w.pins = append(w.pins, o.ID)
 					}
@@ -431,7 +431,7 @@ func TestMoveShardsResumes(t *testing.T) {
 	// Text that a careless copy would mangle: multi-byte UTF-8, quotes,
 	// backslashes, NUL.
 	const odd = "café 🎉 \"it's\" \\ back\x00slash"
-	oddPin, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(mustBoard(t, s, users[0])), Link: "https://example.com/odd", Description: odd})
+	oddPin, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(mustBoard(t, s, users[0])), Link: "https://example.com/odd", Description: odd}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -768,7 +768,7 @@ func TestMoveShardsBench(t *testing.T) {
 					return
 				default:
 				}
-				o, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(boards[r.IntN(n)]), Link: "https://example.com/w"})
+				o, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(boards[r.IntN(n)]), Link: "https://example.com/w"}, 0)
 				time.Sleep(5 * time.Millisecond)
 				switch {
 				case err == nil:

@@ -126,10 +126,16 @@ func readLive(ctx context.Context, q sqlx.QueryerContext, op string, sh shard, t
 	return r, d, nil
 }
 
+// encodeDoc validates d and encodes it for storage.
 func (s *Store) encodeDoc(op string, d model.Doc) ([]byte, error) {
 	if err := d.Validate(s.cfg.Limits); err != nil {
 		return nil, err
 	}
+	return s.marshalDoc(op, d)
+}
+
+// marshalDoc encodes a validated d, refusing one over the stored limit.
+func (s *Store) marshalDoc(op string, d model.Doc) ([]byte, error) {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return nil, model.Wrap(op, model.EInvalid, "document does not encode", err)
@@ -189,17 +195,20 @@ func (s *Store) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Obje
 
 // CreatePin places the pin on its board's shard, owned by the board's
 // owner, and adds it to board_pins and user_pins in the same transaction;
-// then it caches the owner. ENotFound when the board does not exist.
-func (s *Store) CreatePin(ctx context.Context, doc model.PinDoc) (model.Object, error) {
+// then it caches the owner. actor, when not 0, is the user the request
+// acts as: the board must be theirs, or the pin is refused with
+// EForbidden, checked on the board row the transaction reads. EInvalid
+// when board_id is no board's id; ENotFound when the board does not exist.
+func (s *Store) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (model.Object, error) {
 	const op = "store.CreatePin"
-	sh, boardLocal, err := s.resolve(op, uint64(doc.BoardID), idcodec.TypeBoard)
-	if err != nil {
-		if model.IsCode(err, model.ENotFound) {
-			return model.Object{}, model.Wrap(op, model.EInvalid, "board_id must be a board id", nil)
-		}
+	doc.Active = true
+	if err := doc.Validate(s.cfg.Limits); err != nil {
 		return model.Object{}, err
 	}
-	doc.Active = true
+	sh, boardLocal, err := s.resolve(op, uint64(doc.BoardID), idcodec.TypeBoard)
+	if err != nil {
+		return model.Object{}, err
+	}
 	var obj model.Object
 	var seq int64
 	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
@@ -208,7 +217,10 @@ func (s *Store) CreatePin(ctx context.Context, doc model.PinDoc) (model.Object, 
 			return err
 		}
 		doc.OwnerID = bd.(*model.BoardDoc).OwnerID
-		b, err := s.encodeDoc(op, &doc)
+		if actor != 0 && uint64(doc.OwnerID) != actor {
+			return model.Wrap(op, model.EForbidden, "a user token may only pin on its own user's boards", nil)
+		}
+		b, err := s.marshalDoc(op, &doc)
 		if err != nil {
 			return err
 		}

@@ -59,7 +59,7 @@ func TestOwnersWithoutRedis(t *testing.T) {
 	if err != nil || got[p] != u {
 		t.Fatalf("Owners with Redis down = %v, %v", got, err)
 	}
-	if _, err := s2.CreatePin(ctx, model.PinDoc{BoardID: model.ID(mustBoard(t, s2, u))}); err != nil {
+	if _, err := s2.CreatePin(ctx, model.PinDoc{BoardID: model.ID(mustBoard(t, s2, u))}, 0); err != nil {
 		t.Fatalf("create with Redis down: %v", err)
 	}
 	ready := map[string]bool{}

@@ -33,7 +33,7 @@ func BenchmarkGetConcurrent(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		p, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(bo.ID), Link: "https://example.com/x"})
+		p, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(bo.ID), Link: "https://example.com/x"}, 0)
 		if err != nil {
 			b.Fatal(err)
 		}

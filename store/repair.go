@@ -183,7 +183,7 @@ func (s *Store) scanPairs(ctx context.Context, m, other model.Mapping, checked *
 
 // checkMirrors looks up the mirror (to → from) of every row in other, one
 // statement per shard, and reports the rows whose mirror is missing.
-func (s *Store) checkMirrors(ctx context.Context, t *topology, other model.Mapping, rows []pairRow, missing func(shard, pairRow) error) error {
+func (s *Store) checkMirrors(ctx context.Context, t *layout, other model.Mapping, rows []pairRow, missing func(shard, pairRow) error) error {
 	const op = "store.Repair"
 	byShard := map[int][]pairRow{}
 	for _, r := range rows {

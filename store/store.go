@@ -22,7 +22,6 @@ package store
 import (
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,6 +37,7 @@ import (
 
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardmap"
+	"github.com/pinstore/pinstore/store/topology"
 )
 
 // Config is everything Open needs.
@@ -132,7 +132,7 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 type Store struct {
 	cfg    Config
 	log    *slog.Logger
-	topo   atomic.Pointer[topology]
+	topo   atomic.Pointer[layout]
 	cursor cursorCodec
 	owners ownerCache
 	feed   *fanout
@@ -153,7 +153,7 @@ type host struct {
 }
 
 // topology is one immutable version of the shard map with its pools.
-type topology struct {
+type layout struct {
 	m      *shardmap.Map
 	shards []*host  // index = shard
 	ro     []bool   // index = shard: writes refused (range being moved)
@@ -241,8 +241,8 @@ func (s *Store) Reload(m *shardmap.Map) error {
 	return nil
 }
 
-func (s *Store) build(m *shardmap.Map) (*topology, error) {
-	t := &topology{m: m, shards: make([]*host, m.Shards), ro: make([]bool, m.Shards), names: make([]string, m.Shards), loaded: time.Now().UTC()}
+func (s *Store) build(m *shardmap.Map) (*layout, error) {
+	t := &layout{m: m, shards: make([]*host, m.Shards), ro: make([]bool, m.Shards), names: make([]string, m.Shards), loaded: time.Now().UTC()}
 	byName := map[string]*host{}
 	for name, spec := range m.Hosts {
 		db, err := s.pool(spec.Master)
@@ -286,43 +286,17 @@ func containsHost(hs []*host, h *host) bool {
 	return false
 }
 
-// pool returns the shared pool for dsn, creating it with pinstore's driver
-// settings: client-side interpolation (one round trip per statement) and a
-// short dial timeout so a dead host fails fast.
+// pool returns the shared pool for dsn (topology.Dial).
 func (s *Store) pool(dsn string) (*sqlx.DB, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if db, ok := s.pools[dsn]; ok {
 		return db, nil
 	}
-	c, err := mysql.ParseDSN(dsn)
+	db, err := topology.Dial(dsn, s.cfg.PoolSize)
 	if err != nil {
-		return nil, errors.New("DSN does not parse")
+		return nil, err
 	}
-	c.InterpolateParams = true
-	c.ParseTime = true
-	c.Loc = time.UTC
-	if c.Timeout == 0 {
-		c.Timeout = 2 * time.Second
-	}
-	// No per-packet read/write timeouts: each one costs a SetDeadline
-	// syscall per packet, and every statement already runs under a context
-	// deadline (QueryTimeout) that the driver enforces.
-	if c.Params == nil {
-		c.Params = map[string]string{}
-	}
-	if _, ok := c.Params["time_zone"]; !ok {
-		c.Params["time_zone"] = "'+00:00'"
-	}
-	connector, err := mysql.NewConnector(c)
-	if err != nil {
-		return nil, errors.New("DSN is not usable")
-	}
-	db := sqlx.NewDb(sql.OpenDB(connector), "mysql")
-	db.SetMaxOpenConns(s.cfg.PoolSize)
-	db.SetMaxIdleConns(s.cfg.PoolSize)
-	db.SetConnMaxLifetime(5 * time.Minute)
-	db.SetConnMaxIdleTime(time.Minute)
 	s.pools[dsn] = db
 	return db, nil
 }
@@ -336,7 +310,7 @@ type shard struct {
 }
 
 // route validates that sh is a configured shard and returns its route.
-func (t *topology) route(sh int) (shard, error) {
+func (t *layout) route(sh int) (shard, error) {
 	if sh < 0 || sh >= len(t.shards) {
 		return shard{}, model.Errorf(model.EInvalid, "shard %d is outside the configured 0-%d", sh, len(t.shards)-1)
 	}

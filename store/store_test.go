@@ -38,7 +38,7 @@ func mustBoard(t *testing.T, s *Store, owner uint64) uint64 {
 
 func mustPin(t *testing.T, s *Store, board uint64) uint64 {
 	t.Helper()
-	o, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(board), Link: "https://example.com/x"})
+	o, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(board), Link: "https://example.com/x"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -466,7 +466,7 @@ func TestShardFullLeavesNothing(t *testing.T) {
 	if _, err := sh.host.db.Exec("ALTER TABLE " + sh.db + ".pins AUTO_INCREMENT = 68719476736"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(b)})
+	_, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(b)}, 0)
 	if !model.IsCode(err, model.EShardFull) {
 		t.Fatalf("create past 2^36: %v", err)
 	}
@@ -495,10 +495,11 @@ func TestBadCreatesWriteNothing(t *testing.T) {
 		}, model.EInvalid},
 		{"data too large", func() error { _, err := s.CreateUser(ctx, model.UserDoc{Username: "x", Data: big}); return err }, model.ETooLarge},
 		{"board of a pin id", func() error {
-			_, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(idcodec.MustEncode(0, idcodec.TypePin, 1))})
+			_, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(idcodec.MustEncode(0, idcodec.TypePin, 1))}, 0)
 			return err
 		}, model.EInvalid},
-		{"unknown board", func() error { _, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(b + 77)}); return err }, model.ENotFound},
+		{"unknown board", func() error { _, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(b + 77)}, 0); return err }, model.ENotFound},
+		{"another user's board", func() error { _, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(b)}, u+1); return err }, model.EForbidden},
 		{"unknown owner", func() error {
 			_, err := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(u + 77), Name: "x"})
 			return err

@@ -77,7 +77,7 @@ func (s *Store) ReloadFile() error {
 }
 
 // buildFrom parses data as a map replacing old's and builds its topology.
-func (s *Store) buildFrom(old *topology, data []byte) (*topology, error) {
+func (s *Store) buildFrom(old *layout, data []byte) (*layout, error) {
 	m, err := shardmap.Parse(data, old.m.Shards, old.m.DBPrefix)
 	if err != nil {
 		return nil, err

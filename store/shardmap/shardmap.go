@@ -180,7 +180,7 @@ func (m *Map) Validate() error {
 		r.First, r.Last = first, last
 	}
 	sort.SliceStable(m.Ranges, func(i, j int) bool { return m.Ranges[i].First < m.Ranges[j].First })
-	next, open := 0, false
+	next, open, writable := 0, false, false
 	for _, r := range m.Ranges {
 		switch {
 		case r.First < next:
@@ -190,12 +190,16 @@ func (m *Map) Validate() error {
 		}
 		next = r.Last + 1
 		open = open || r.IsOpen()
+		writable = writable || r.IsOpen() && !r.ReadOnly
 	}
 	if next != m.Shards {
 		return fmt.Errorf("shard map: gap: shards %d-%d are in no range", next, m.Shards-1)
 	}
 	if !open {
 		return fmt.Errorf("shard map: no range is open for new users")
+	}
+	if !writable {
+		return fmt.Errorf("shard map: no writable range open for new users (every open range is read_only)")
 	}
 	return nil
 }

@@ -29,6 +29,7 @@ func TestParse(t *testing.T) {
 		{"reversed range", "shards: 16\n" + hosts + "ranges:\n - {shards: 7-0, host: a}\n", "bad shard range"},
 		{"negative", "shards: 16\n" + hosts + "ranges:\n - {shards: -1-15, host: a}\n", "bad shard range"},
 		{"none open", "shards: 4\n" + hosts + "ranges:\n - {shards: 0-3, host: a, open: false}\n", "no range is open"},
+		{"only open range read-only", "shards: 8\n" + hosts + "ranges:\n - {shards: 0-3, host: a, read_only: true}\n - {shards: 4-7, host: b, open: false}\n", "no writable range open"},
 		{"bad prefix", "shards: 4\ndb_prefix: \"db;drop\"\n" + hosts + "ranges:\n - {shards: 0-3, host: a}\n", "db_prefix"},
 		{"unknown field", "shards: 4\nshard_count: 3\n" + hosts + "ranges:\n - {shards: 0-3, host: a}\n", "shard_count"},
 		{"too many shards", "shards: 70000\n" + hosts + "ranges:\n - {shards: 0-69999, host: a}\n", "shards must be"},

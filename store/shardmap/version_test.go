@@ -24,7 +24,7 @@ func TestRewrite(t *testing.T) {
 		{"inside one range", " - {shards: 0-15, host: a}\n", 4, 7, toB, "0-3@a 4-7@b 8-15@a"},
 		{"whole range", " - {shards: 0-7, host: a}\n - {shards: 8-15, host: b}\n", 0, 7, ro, "0-7@a(ro) 8-15@b"},
 		{"across ranges", " - {shards: 0-7, host: a}\n - {shards: 8-15, host: a, open: false}\n", 6, 9, toB, "0-5@a 6-7@b 8-9@b(closed) 10-15@a(closed)"},
-		{"merges back", " - {shards: 0-15, host: a, read_only: true}\n", 4, 7, func(r *Range) { r.ReadOnly = false }, "0-3@a(ro) 4-7@a 8-15@a(ro)"},
+		{"merges back", " - {shards: 0-11, host: a, read_only: true}\n - {shards: 12-15, host: b}\n", 4, 7, func(r *Range) { r.ReadOnly = false }, "0-3@a(ro) 4-7@a 8-11@a(ro) 12-15@b"},
 		{"no-op keeps boundaries", " - {shards: 0-7, host: a}\n - {shards: 8-15, host: a}\n", 2, 9, func(*Range) {}, "0-7@a 8-15@a"},
 	}
 	for _, tt := range tests {
