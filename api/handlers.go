@@ -490,16 +490,16 @@ func (s *Server) shardMap(w http.ResponseWriter, r *http.Request) error {
 }
 
 // healthz: the process is up.
-func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Cache-Control", "no-store")
-	_ = writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // readyTimeout bounds a readiness check.
 const readyTimeout = 2 * time.Second
 
 // readyz: every host and Redis answer.
-func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
 	checks := s.store.Ready(ctx)
@@ -514,18 +514,26 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		resp.Checks = []model.Health{}
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	_ = writeJSON(w, status, resp)
+	return writeJSON(w, status, resp)
+}
+
+// serveMetrics: GET /metrics, the registry in Prometheus' text format.
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request) error {
+	s.prom.ServeHTTP(w, r)
+	return nil
 }
 
 // openAPI serves the spec.
-func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
+func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/yaml")
 	_, _ = w.Write(s.spec)
+	return nil
 }
 
 // docsPage serves the HTML rendering of the spec.
-func (s *Server) docsPage(w http.ResponseWriter, r *http.Request) {
+func (s *Server) docsPage(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
 	_, _ = w.Write(s.docs)
+	return nil
 }
