@@ -13,7 +13,11 @@ package api
 //     says which user a write acts as: the path's {id} (asPathUser), the
 //     owner of the board {id} (asBoardOwner), the author of the comment
 //     {id} (asCommentAuthor), the owner of the pin {id} by the owner cache,
-//     Store.Owners (asPinOwner), or the user the body names.
+//     Store.Owners (asPinOwner), or the user the body names (asBodyUser).
+//     asBodyUser leaves the comparison to the handler, which decodes the
+//     body once: the guard puts a user token's user in the request context
+//     (actor), and the handler, or the store for a pin's board, refuses a
+//     body naming another user.
 //   - public: not behind Config.Auth at all (the operational routes).
 //
 // A refusal is 403 forbidden. Objects that don't exist are 404, exactly as
@@ -21,10 +25,8 @@ package api
 // existing object reveals nothing a GET wouldn't.
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 
@@ -42,9 +44,10 @@ type permission struct {
 	user  userRule   // a user token's further check; nil: the scope is enough
 }
 
-// userRule checks a user principal's write; it returns nil when p may do
-// it. It may read the body, and must leave it for the handler.
-type userRule func(s *Server, w http.ResponseWriter, r *http.Request, p auth.Principal) error
+// userRule checks a user principal's write from the request's path; it
+// returns nil when p may do it. It never reads the body: that is the
+// handler's, read once.
+type userRule func(s *Server, r *http.Request, p auth.Principal) error
 
 // The permissions routes declare.
 var (
@@ -56,9 +59,7 @@ var (
 	asBoardOwner    = permission{name: "asBoardOwner", scope: auth.ScopeWrite, user: ownsBoardInPath}
 	asCommentAuthor = permission{name: "asCommentAuthor", scope: auth.ScopeWrite, user: authorOfCommentInPath}
 	asPinOwner      = permission{name: "asPinOwner", scope: auth.ScopeWrite, user: ownsPinInPath}
-	asBodyOwner     = permission{name: "asBodyOwner", scope: auth.ScopeWrite, user: ownerInBody}
-	asBodyAuthor    = permission{name: "asBodyAuthor", scope: auth.ScopeWrite, user: authorInBody}
-	asBodyBoard     = permission{name: "asBodyBoard", scope: auth.ScopeWrite, user: ownsBoardInBody}
+	asBodyUser      = permission{name: "asBodyUser", scope: auth.ScopeWrite} // the handler checks the body against actor
 )
 
 // declared reports whether who is a permission rather than the zero value.
@@ -67,14 +68,14 @@ func (who permission) declared() bool { return who.name != "" }
 // check returns nil when p may use the route that who guards, else the
 // error to answer: 403 forbidden, or what the handler would answer for an
 // object that does not exist (404).
-func (who permission) check(s *Server, w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+func (who permission) check(s *Server, r *http.Request, p auth.Principal) error {
 	if !p.Has(who.scope) {
 		return forbidden("this route needs scope %s", who.scope)
 	}
 	if who.user == nil || !p.IsUser() {
 		return nil // a service token with the scope acts for any user
 	}
-	return who.user(s, w, r, p)
+	return who.user(s, r, p)
 }
 
 // protect returns h as its route serves it: behind Config.Auth (auth) and
@@ -87,8 +88,9 @@ func (s *Server) protect(auth func(http.Handler) http.Handler, who permission, h
 }
 
 // guard runs h when who lets the principal Config.Auth authenticated call
-// it. It answers 401 when Auth let the request through without one, and
-// the error of who.check otherwise.
+// it, with a user token's user in the context as the actor. It answers
+// 401 when Auth let the request through without a principal, and the
+// error of who.check when who refuses.
 func (s *Server) guard(who permission, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := auth.FromContext(r.Context())
@@ -98,9 +100,12 @@ func (s *Server) guard(who permission, h http.Handler) http.Handler {
 			return
 		}
 		recordPrincipal(w, p)
-		if err := who.check(s, w, r, p); err != nil {
+		if err := who.check(s, r, p); err != nil {
 			writeError(w, r, s.logger, err)
 			return
+		}
+		if p.IsUser() {
+			r = r.WithContext(context.WithValue(r.Context(), actorKey, p.UserID))
 		}
 		h.ServeHTTP(w, r)
 	})
@@ -112,6 +117,23 @@ func forbidden(format string, args ...any) error {
 }
 
 var errNotYours = forbidden("this token may only act as its own user")
+
+// actor is the user a request acts as: a user token's user, put in the
+// context by guard; 0 for a service token, and with auth off.
+func actor(ctx context.Context) uint64 {
+	id, _ := ctx.Value(actorKey).(uint64)
+	return id
+}
+
+// actAs returns nil when the request may act as user: any request but a
+// user token's, and a user token's as its own user. Otherwise it is 403
+// forbidden with refusal as its message.
+func actAs(ctx context.Context, user uint64, refusal string) error {
+	if a := actor(ctx); a != 0 && a != user {
+		return forbidden("%s", refusal)
+	}
+	return nil
+}
 
 // AuthFailure returns the function with which auth.Middleware answers a
 // request it refuses: 401 unauthorized or 429 rate_limited problems, the
@@ -143,12 +165,12 @@ func recordPrincipal(w http.ResponseWriter, p auth.Principal) {
 }
 
 // refuseUsers: no user token may do this (create users).
-func refuseUsers(*Server, http.ResponseWriter, *http.Request, auth.Principal) error {
+func refuseUsers(*Server, *http.Request, auth.Principal) error {
 	return forbidden("only a service token may do this")
 }
 
 // selfInPath: the path's {id} is the user.
-func selfInPath(s *Server, w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+func selfInPath(s *Server, r *http.Request, p auth.Principal) error {
 	id, err := pathID(r, "id", typeUser)
 	if err != nil {
 		return err
@@ -159,67 +181,8 @@ func selfInPath(s *Server, w http.ResponseWriter, r *http.Request, p auth.Princi
 	return nil
 }
 
-// peekBody decodes the body as the handler will (same limits, same strict
-// decoding, so the same errors) and puts it back for the handler.
-func (s *Server) peekBody(w http.ResponseWriter, r *http.Request, dst any) error {
-	b, err := readBody(w, r, s.maxBody, "application/json")
-	if err != nil {
-		return err
-	}
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	return decodeStrict(b, dst)
-}
-
-// ownerInBody: POST /v1/boards for the user themself.
-func ownerInBody(s *Server, w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	var req createBoardRequest
-	if err := s.peekBody(w, r, &req); err != nil {
-		return err
-	}
-	owner, err := requiredID("owner_id", req.OwnerID, typeUser)
-	if err != nil {
-		return err
-	}
-	if owner != p.UserID {
-		return forbidden("a user token may only create boards for its own user")
-	}
-	return nil
-}
-
-// authorInBody: comment as the user themself.
-func authorInBody(s *Server, w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	if _, err := pathID(r, "id", typePin); err != nil {
-		return err
-	}
-	var req createCommentRequest
-	if err := s.peekBody(w, r, &req); err != nil {
-		return err
-	}
-	author, err := requiredID("author_id", req.AuthorID, typeUser)
-	if err != nil {
-		return err
-	}
-	if author != p.UserID {
-		return forbidden("a user token may only comment as its own user")
-	}
-	return nil
-}
-
-// ownsBoardInBody: POST /v1/pins on one of the user's boards.
-func ownsBoardInBody(s *Server, w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	var req createPinRequest
-	if err := s.peekBody(w, r, &req); err != nil {
-		return err
-	}
-	board, err := requiredID("board_id", req.BoardID, typeBoard)
-	if err != nil {
-		return err
-	}
-	return s.ownsRef(r.Context(), board, typeBoard, 0, p, "a user token may only pin on its own user's boards")
-}
-
 // ownsBoardInPath: the board {id} is the user's.
-func ownsBoardInPath(s *Server, w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+func ownsBoardInPath(s *Server, r *http.Request, p auth.Principal) error {
 	id, err := pathID(r, "id", typeBoard)
 	if err != nil {
 		return err
@@ -228,7 +191,7 @@ func ownsBoardInPath(s *Server, w http.ResponseWriter, r *http.Request, p auth.P
 }
 
 // authorOfCommentInPath: the comment {id} is the user's.
-func authorOfCommentInPath(s *Server, w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+func authorOfCommentInPath(s *Server, r *http.Request, p auth.Principal) error {
 	id, err := pathID(r, "id", typeComment)
 	if err != nil {
 		return err
@@ -254,7 +217,7 @@ func (s *Server) ownsRef(ctx context.Context, id uint64, typ idcodec.Type, i int
 }
 
 // ownsPinInPath: the pin {id} is the user's, by the owner cache.
-func ownsPinInPath(s *Server, w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+func ownsPinInPath(s *Server, r *http.Request, p auth.Principal) error {
 	id, err := pathID(r, "id", typePin)
 	if err != nil {
 		return err

@@ -1,13 +1,19 @@
 package api
 
 import (
+	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/pinstore/pinstore/auth"
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
 )
 
 // authzNopStore satisfies Store for building the router; no method is called.
@@ -79,5 +85,256 @@ func TestNewRefusesARouteWithoutPermission(t *testing.T) {
 	nop := func(http.ResponseWriter, *http.Request) error { return nil }
 	if _, err := s.newRouter(nil, []route{{method: "PUT", pattern: "/v1/things", h: nop}}); err == nil || !strings.Contains(err.Error(), "PUT /v1/things declares no permission") {
 		t.Fatalf("newRouter: %v", err)
+	}
+}
+
+// Principals of the tokens the tests below present.
+var (
+	userTok    = auth.Principal{Name: auth.UserName(uint64(mustID(vecUser))), Kind: auth.KindUser, Scopes: auth.ScopeRead | auth.ScopeWrite, UserID: uint64(mustID(vecUser))}
+	readTok    = auth.Principal{Name: "reader", Kind: auth.KindService, Scopes: auth.ScopeRead}
+	writeTok   = auth.Principal{Name: "writer", Kind: auth.KindService, Scopes: auth.ScopeRead | auth.ScopeWrite}
+	adminTok   = auth.Principal{Name: "admin", Kind: auth.KindService, Scopes: auth.ScopeRead | auth.ScopeWrite | auth.ScopeAdmin}
+	otherUser  = idString(idcodec.MustEncode(3429, idcodec.TypeUser, 734))
+	otherBoard = []byte(`{"owner_id":"` + otherUser + `","name":"theirs","active":true}`)
+	ownBoard   = []byte(`{"owner_id":"` + vecUser + `","name":"mine","active":true}`)
+)
+
+// asPrincipal is a Config.Auth that authenticates every request as p; a
+// zero p authenticates nobody.
+func asPrincipal(p auth.Principal) func(*Config) {
+	return func(c *Config) {
+		c.Auth = func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if p.Name != "" {
+					r = r.WithContext(auth.WithPrincipal(r.Context(), p))
+				}
+				next.ServeHTTP(w, r)
+			})
+		}
+	}
+}
+
+// TestPermissions: each kind of permission, for the tokens it admits and
+// refuses, with the status and message of today; an object that does not
+// exist is 404 as the handler would answer, and a refused request never
+// reaches the handler's store call.
+func TestPermissions(t *testing.T) {
+	boardOf := func(doc []byte) func(context.Context, uint64, idcodec.Type) (model.Object, error) {
+		return func(_ context.Context, id uint64, typ idcodec.Type) (model.Object, error) {
+			if doc == nil {
+				return model.Object{}, model.Errorf(model.ENotFound, "%s not found", typ)
+			}
+			return model.Object{ID: id, Type: typ, Version: 1, Doc: doc}, nil
+		}
+	}
+	ownerIs := func(owner string) func(context.Context, []uint64) (map[uint64]uint64, error) {
+		return func(_ context.Context, pins []uint64) (map[uint64]uint64, error) {
+			if owner == "" {
+				return map[uint64]uint64{}, nil
+			}
+			return map[uint64]uint64{pins[0]: uint64(mustID(owner))}, nil
+		}
+	}
+	patchBody := `{"description":"x"}`
+	cases := []struct {
+		name         string
+		p            auth.Principal
+		method, path string
+		body         string
+		store        fakeStore
+		status       int
+		detail       string   // in the problem's detail
+		calls        []string // the store calls made, in order
+	}{
+		{"no principal", auth.Principal{}, "GET", "/v1/users/" + vecUser, "", fakeStore{}, 401, "a bearer token is required", nil},
+		{"read token reads", readTok, "GET", "/v1/users/" + vecUser, "", fakeStore{get: boardOf([]byte(`{"username":"a","active":true}`))}, 200, "", []string{"Get"}},
+		{"read token reads owners", readTok, "POST", "/v1/pins/owners", `{"ids":[]}`, fakeStore{}, 200, "", nil},
+		{"read token cannot write", readTok, "PATCH", "/v1/users/" + vecUser, `{"display_name":"x"}`, fakeStore{}, 403, "this route needs scope write", nil},
+		{"read token cannot create a pin", readTok, "POST", "/v1/pins", `{`, fakeStore{}, 403, "this route needs scope write", nil},
+		{"write token is no admin", writeTok, "GET", "/v1/admin/shard-map", "", fakeStore{}, 403, "this route needs scope admin", nil},
+		{"write token and metrics", writeTok, "GET", "/metrics", "", fakeStore{}, 403, "this route needs scope admin", nil},
+		{"admin token reads the map", adminTok, "GET", "/v1/admin/shard-map", "", fakeStore{}, 200, "", []string{"ShardMapInfo"}},
+		{"user token creates no user", userTok, "POST", "/v1/users", `{"username":"mallory"}`, fakeStore{}, 403, "only a service token may do this", nil},
+		{"user token edits another user", userTok, "PATCH", "/v1/users/" + otherUser, `{"display_name":"x"}`, fakeStore{}, 403, "this token may only act as its own user", nil},
+		{"user token follows as another", userTok, "PUT", "/v1/users/" + otherUser + "/following/" + vecUser, "", fakeStore{}, 403, "this token may only act as its own user", nil},
+		{"user token, malformed path user", userTok, "DELETE", "/v1/users/nope", "", fakeStore{}, 400, "", nil},
+		{"user token, another's board", userTok, "PATCH", "/v1/boards/" + vecBoard, patchBody, fakeStore{get: boardOf(otherBoard)}, 403, "this board belongs to another user", []string{"Get"}},
+		{"user token, board gone", userTok, "DELETE", "/v1/boards/" + vecBoard, "", fakeStore{get: boardOf(nil)}, 404, "board not found", []string{"Get"}},
+		{"user token, its board", userTok, "DELETE", "/v1/boards/" + vecBoard, "", fakeStore{get: boardOf(ownBoard)}, 500, "", []string{"Get", "Delete"}},
+		{"user token moves on another's board", userTok, "PUT", "/v1/boards/" + vecBoard + "/pins/" + vecPin + "/position", `{"before":"68719476737"}`, fakeStore{get: boardOf(otherBoard)}, 403, "this board belongs to another user", []string{"Get"}},
+		{"user token, another's comment", userTok, "DELETE", "/v1/comments/" + fuzzComment, "", fakeStore{get: boardOf([]byte(`{"pin_id":"` + vecPin + `","author_id":"` + otherUser + `","text":"t","active":true}`))}, 403, "this comment is another user's", []string{"Get"}},
+		{"user token, another's pin", userTok, "PATCH", "/v1/pins/" + vecPin, patchBody, fakeStore{owners: ownerIs(otherUser)}, 403, "this pin belongs to another user", []string{"Owners"}},
+		{"user token, pin gone", userTok, "DELETE", "/v1/pins/" + vecPin, "", fakeStore{owners: ownerIs("")}, 404, "not found", []string{"Owners"}},
+		{"user token, its pin", userTok, "DELETE", "/v1/pins/" + vecPin, "", fakeStore{owners: ownerIs(vecUser)}, 500, "", []string{"Owners", "Delete"}},
+		{"service token acts for anyone", writeTok, "PATCH", "/v1/users/" + otherUser, `{"display_name":"x"}`, fakeStore{}, 500, "", []string{"Update"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := c.store
+			s, _, _ := newTestServer(t, &st, asPrincipal(c.p))
+			w := do(s, c.method, c.path, c.body)
+			if w.Code != c.status {
+				t.Fatalf("status %d, want %d: %s", w.Code, c.status, w.Body)
+			}
+			if c.status >= 400 {
+				p := problemOf(t, w)
+				if !strings.Contains(p.Detail, c.detail) {
+					t.Fatalf("detail %q, want %q", p.Detail, c.detail)
+				}
+				if c.status == 401 && !strings.HasPrefix(w.Header().Get("WWW-Authenticate"), "Bearer") {
+					t.Fatalf("401 without WWW-Authenticate: Bearer")
+				}
+			}
+			if !slices.Equal(st.calls, c.calls) {
+				t.Fatalf("store calls %v, want %v", st.calls, c.calls)
+			}
+		})
+	}
+}
+
+// TestNoPermissionWithoutAuth: with Config.Auth nil no permission runs:
+// a write reaches the handler's store call directly.
+func TestNoPermissionWithoutAuth(t *testing.T) {
+	st := &fakeStore{}
+	s, _, _ := newTestServer(t, st)
+	do(s, "PATCH", "/v1/pins/"+vecPin, `{"description":"x"}`)
+	do(s, "DELETE", "/v1/boards/"+vecBoard, "")
+	if want := []string{"Update", "Delete"}; !slices.Equal(st.calls, want) {
+		t.Fatalf("store calls %v, want %v", st.calls, want)
+	}
+}
+
+// countingBody is a request body that counts the bytes read from it.
+type countingBody struct {
+	r     io.Reader
+	bytes int
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.bytes += n
+	return n, err
+}
+func (b *countingBody) Close() error { return nil }
+
+// TestCreatePinReadsBodyAndBoardOnce: with a user token, POST /v1/pins
+// reads its body once, from the client's own reader (nothing puts a copy
+// back for a second decode), makes no Get of the board, and hands the
+// store the acting user, which checks the board on the row it reads.
+// A service token, and auth off, act as no one (0).
+func TestCreatePinReadsBodyAndBoardOnce(t *testing.T) {
+	const body = `{"board_id":"` + vecBoard + `","link":"https://example.org/"}`
+	for _, c := range []struct {
+		name  string
+		p     *auth.Principal // nil: auth off
+		actor uint64
+	}{
+		{"user token", &userTok, userTok.UserID},
+		{"service token", &writeTok, 0},
+		{"auth off", nil, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got uint64
+			st := &fakeStore{createP: func(_ context.Context, doc model.PinDoc, actor uint64) (model.Object, error) {
+				got = actor
+				doc.OwnerID = mustID(vecUser)
+				return created(idcodec.TypePin, &doc)
+			}}
+			var seen *http.Request // the request the permission and the handler get
+			var mods []func(*Config)
+			if c.p != nil {
+				mods = append(mods, asPrincipal(*c.p), func(cfg *Config) {
+					inner := cfg.Auth
+					cfg.Auth = func(next http.Handler) http.Handler {
+						return inner(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+							seen = r
+							next.ServeHTTP(w, r)
+						}))
+					}
+				})
+			}
+			s, _, _ := newTestServer(t, st, mods...)
+			rb := &countingBody{r: strings.NewReader(body)}
+			r := httptest.NewRequest("POST", "/v1/pins", rb)
+			r.Header.Set("Content-Type", "application/json")
+			w := httptest.NewRecorder()
+			s.ServeHTTP(w, r)
+			if w.Code != http.StatusCreated {
+				t.Fatalf("status %d: %s", w.Code, w.Body)
+			}
+			if rb.bytes != len(body) {
+				t.Fatalf("read %d bytes of a %d-byte body", rb.bytes, len(body))
+			}
+			if seen != nil && seen.Body != io.ReadCloser(rb) {
+				t.Fatalf("the body was replaced by %T: read once, then again", seen.Body)
+			}
+			if want := []string{"CreatePin"}; !slices.Equal(st.calls, want) {
+				t.Fatalf("store calls %v, want %v (no Get of the board)", st.calls, want)
+			}
+			if got != c.actor {
+				t.Fatalf("CreatePin acted as %d, want %d", got, c.actor)
+			}
+		})
+	}
+}
+
+// TestCreateAsTheBodyUser: a user token creates boards and comments only
+// as the user the body names, compared in the handler on the body it
+// decodes once; a malformed body is 400 before anything else; refusals
+// reach no store call. The pin's board is the store's to check: a refusal
+// there is its 403, passed through.
+func TestCreateAsTheBodyUser(t *testing.T) {
+	comments := "/v1/pins/" + vecPin + "/comments"
+	cases := []struct {
+		name, path, body string
+		p                auth.Principal
+		status           int
+		detail           string
+		calls            []string
+	}{
+		{"own board", "/v1/boards", `{"owner_id":"` + vecUser + `","name":"mine"}`, userTok, 201, "", []string{"CreateBoard"}},
+		{"board for another", "/v1/boards", `{"owner_id":"` + otherUser + `","name":"theirs"}`, userTok, 403, "a user token may only create boards for its own user", nil},
+		{"board for another, by a service", "/v1/boards", `{"owner_id":"` + otherUser + `","name":"theirs"}`, writeTok, 201, "", []string{"CreateBoard"}},
+		{"board, malformed body", "/v1/boards", `{"owner_id":"` + otherUser + `",`, userTok, 400, "invalid JSON", nil},
+		{"board, no owner", "/v1/boards", `{"name":"x"}`, userTok, 400, "owner_id is required", nil},
+		{"board, invalid document", "/v1/boards", `{"owner_id":"` + vecUser + `"}`, userTok, 400, "", nil},
+		{"own comment", comments, `{"author_id":"` + vecUser + `","text":"nice"}`, userTok, 201, "", []string{"CreateComment"}},
+		{"comment as another", comments, `{"author_id":"` + otherUser + `","text":"forged"}`, userTok, 403, "a user token may only comment as its own user", nil},
+		{"comment, malformed body", comments, `{"author_id":1}`, userTok, 400, "author_id has the wrong JSON type", nil},
+		{"comment on a board id", "/v1/pins/" + vecBoard + "/comments", `{`, userTok, 404, "", nil},
+		{"pin on another's board", "/v1/pins", `{"board_id":"` + vecBoard + `"}`, userTok, 403, "a user token may only pin on its own user's boards", []string{"CreatePin"}},
+		{"pin, malformed body", "/v1/pins", `{"board_id":"` + vecBoard + `"} x`, userTok, 400, "trailing data", nil},
+		{"pin, invalid document", "/v1/pins", `{"board_id":"` + vecBoard + `","link":"` + strings.Repeat("x", 3000) + `"}`, userTok, 400, "", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st := &fakeStore{
+				createB: func(_ context.Context, doc model.BoardDoc) (model.Object, error) {
+					return created(idcodec.TypeBoard, &doc)
+				},
+				createC: func(_ context.Context, doc model.CommentDoc) (model.Object, error) {
+					return created(idcodec.TypeComment, &doc)
+				},
+				createP: func(_ context.Context, doc model.PinDoc, actor uint64) (model.Object, error) {
+					if actor != 0 && actor != uint64(mustID(otherUser)) { // the board is otherUser's
+						return model.Object{}, model.Wrap("store.CreatePin", model.EForbidden, "a user token may only pin on its own user's boards", nil)
+					}
+					return created(idcodec.TypePin, &doc)
+				},
+			}
+			s, _, _ := newTestServer(t, st, asPrincipal(c.p))
+			w := do(s, "POST", c.path, c.body)
+			if w.Code != c.status {
+				t.Fatalf("status %d, want %d: %s", w.Code, c.status, w.Body)
+			}
+			if c.status >= 400 {
+				if p := problemOf(t, w); !strings.Contains(p.Detail, c.detail) {
+					t.Fatalf("detail %q, want %q", p.Detail, c.detail)
+				}
+			}
+			if !slices.Equal(st.calls, c.calls) {
+				t.Fatalf("store calls %v, want %v", st.calls, c.calls)
+			}
+		})
 	}
 }

@@ -3,8 +3,9 @@ package api
 // Fuzz targets for request-body decoding: the create, patch, owners and
 // position bodies. Each target feeds arbitrary bytes two ways: straight
 // to decodeStrict, as every body decoder does, and through the real
-// Server, whose handlers decode, validate and then call a store that
-// records what it was given. The promises checked:
+// Server, whose handlers decode and then call a store that, like the real
+// one, validates a new document first and records what it was given
+// only when the document is valid. The promises checked:
 //
 //   - Nothing panics, and the server never answers 5xx to a body.
 //   - A refused body is a *model.Error with code invalid_argument or
@@ -60,7 +61,9 @@ type fuzzCall struct {
 type fuzzCallKey struct{}
 
 // fuzzStore is a Store that records each call in the request's fuzzCall
-// and succeeds; calls no body route makes fail as internal errors.
+// and succeeds; calls no body route makes fail as internal errors. Its
+// creates validate the document with the default limits first, as the
+// real store does before any I/O, and record nothing for a refused one.
 type fuzzStore struct{}
 
 var _ Store = fuzzStore{}
@@ -106,20 +109,32 @@ func created(typ idcodec.Type, doc model.Doc) (model.Object, error) {
 }
 
 func (fuzzStore) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object, error) {
+	if err := doc.Validate(model.Limits{}); err != nil {
+		return model.Object{}, err
+	}
 	record(ctx, "CreateUser").doc = &doc
 	return created(idcodec.TypeUser, &doc)
 }
 func (fuzzStore) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Object, error) {
+	if err := doc.Validate(model.Limits{}); err != nil {
+		return model.Object{}, err
+	}
 	record(ctx, "CreateBoard").doc = &doc
 	return created(idcodec.TypeBoard, &doc)
 }
 func (fuzzStore) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (model.Object, error) {
+	if err := doc.Validate(model.Limits{}); err != nil {
+		return model.Object{}, err
+	}
 	record(ctx, "CreatePin").doc = &doc
 	stored := doc
 	stored.OwnerID = mustID(vecUser) // as the store does: the board's owner
 	return created(idcodec.TypePin, &stored)
 }
 func (fuzzStore) CreateComment(ctx context.Context, doc model.CommentDoc) (model.Object, error) {
+	if err := doc.Validate(model.Limits{}); err != nil {
+		return model.Object{}, err
+	}
 	record(ctx, "CreateComment").doc = &doc
 	return created(idcodec.TypeComment, &doc)
 }

@@ -8,11 +8,17 @@ import (
 )
 
 // fakeStore is a Store whose methods the test sets; unset methods fail the
-// call with an internal error that names them.
+// call with an internal error that names them. Like the real store, a
+// create validates its document (with limits; zero: the defaults) before
+// anything else, and a refused document is not recorded as a call: calls
+// lists what reached the store's I/O.
 type fakeStore struct {
+	limits  model.Limits
 	get     func(ctx context.Context, id uint64, typ idcodec.Type) (model.Object, error)
 	getMany func(ctx context.Context, ids []uint64, typ idcodec.Type) ([]model.Object, error)
-	createP func(ctx context.Context, doc model.PinDoc) (model.Object, error)
+	createB func(ctx context.Context, doc model.BoardDoc) (model.Object, error)
+	createP func(ctx context.Context, doc model.PinDoc, actor uint64) (model.Object, error)
+	createC func(ctx context.Context, doc model.CommentDoc) (model.Object, error)
 	update  func(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func([]byte) ([]byte, error)) (model.Object, error)
 	list    func(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error)
 	count   func(ctx context.Context, m model.Mapping, from uint64) (int64, error)
@@ -28,22 +34,40 @@ func unset(op string) error { return model.Wrap(op, model.EInternal, "", nil) }
 func (f *fakeStore) note(op string) { f.calls = append(f.calls, op) }
 
 func (f *fakeStore) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object, error) {
+	if err := doc.Validate(f.limits); err != nil {
+		return model.Object{}, err
+	}
 	f.note("CreateUser")
 	return model.Object{}, unset("CreateUser")
 }
 func (f *fakeStore) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Object, error) {
+	if err := doc.Validate(f.limits); err != nil {
+		return model.Object{}, err
+	}
 	f.note("CreateBoard")
+	if f.createB != nil {
+		return f.createB(ctx, doc)
+	}
 	return model.Object{}, unset("CreateBoard")
 }
 func (f *fakeStore) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (model.Object, error) {
+	if err := doc.Validate(f.limits); err != nil {
+		return model.Object{}, err
+	}
 	f.note("CreatePin")
 	if f.createP != nil {
-		return f.createP(ctx, doc)
+		return f.createP(ctx, doc, actor)
 	}
 	return model.Object{}, unset("CreatePin")
 }
 func (f *fakeStore) CreateComment(ctx context.Context, doc model.CommentDoc) (model.Object, error) {
+	if err := doc.Validate(f.limits); err != nil {
+		return model.Object{}, err
+	}
 	f.note("CreateComment")
+	if f.createC != nil {
+		return f.createC(ctx, doc)
+	}
 	return model.Object{}, unset("CreateComment")
 }
 func (f *fakeStore) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Object, error) {

@@ -42,6 +42,10 @@ func writeObject(w http.ResponseWriter, status int, o model.Object) error {
 	})
 }
 
+// The create handlers decode the body once and hand the document to the
+// store, which validates it before any I/O (the one validator of a new
+// document). A user token's user (actor) may only create as itself.
+
 // createUser: POST /v1/users.
 func (s *Server) createUser(w http.ResponseWriter, r *http.Request) error {
 	var req createUserRequest
@@ -49,9 +53,6 @@ func (s *Server) createUser(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	doc := model.UserDoc{Username: req.Username, DisplayName: req.DisplayName, Data: storedData(req.Data), Active: true}
-	if err := doc.Validate(s.limits); err != nil {
-		return err
-	}
 	o, err := s.store.CreateUser(r.Context(), doc)
 	if err != nil {
 		return err
@@ -67,7 +68,8 @@ func requiredID(field, s string, want idcodec.Type) (uint64, error) {
 	return bodyID(field, s, want)
 }
 
-// createBoard: POST /v1/boards.
+// createBoard: POST /v1/boards. A user token may only create boards for
+// its own user (403).
 func (s *Server) createBoard(w http.ResponseWriter, r *http.Request) error {
 	var req createBoardRequest
 	if err := decodeBody(w, r, s.maxBody, &req); err != nil {
@@ -77,10 +79,10 @@ func (s *Server) createBoard(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	doc := model.BoardDoc{OwnerID: model.ID(owner), Name: req.Name, Description: req.Description, Data: storedData(req.Data), Active: true}
-	if err := doc.Validate(s.limits); err != nil {
+	if err := actAs(r.Context(), owner, "a user token may only create boards for its own user"); err != nil {
 		return err
 	}
+	doc := model.BoardDoc{OwnerID: model.ID(owner), Name: req.Name, Description: req.Description, Data: storedData(req.Data), Active: true}
 	o, err := s.store.CreateBoard(r.Context(), doc)
 	if err != nil {
 		return err
@@ -88,7 +90,9 @@ func (s *Server) createBoard(w http.ResponseWriter, r *http.Request) error {
 	return writeObject(w, http.StatusCreated, o)
 }
 
-// createPin: POST /v1/pins. The store sets the owner to the board's.
+// createPin: POST /v1/pins. The store sets the owner to the board's, and
+// refuses (403) a user token's pin on another user's board, checked on the
+// board row its transaction reads.
 func (s *Server) createPin(w http.ResponseWriter, r *http.Request) error {
 	var req createPinRequest
 	if err := decodeBody(w, r, s.maxBody, &req); err != nil {
@@ -99,17 +103,15 @@ func (s *Server) createPin(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	doc := model.PinDoc{BoardID: model.ID(board), Link: req.Link, Description: req.Description, ImageURL: req.ImageURL, Data: storedData(req.Data), Active: true}
-	if err := doc.Validate(s.limits); err != nil {
-		return err
-	}
-	o, err := s.store.CreatePin(r.Context(), doc, 0)
+	o, err := s.store.CreatePin(r.Context(), doc, actor(r.Context()))
 	if err != nil {
 		return err
 	}
 	return writeObject(w, http.StatusCreated, o)
 }
 
-// createComment: POST /v1/pins/{id}/comments.
+// createComment: POST /v1/pins/{id}/comments. A user token may only
+// comment as its own user (403).
 func (s *Server) createComment(w http.ResponseWriter, r *http.Request) error {
 	pin, err := pathID(r, "id", typePin)
 	if err != nil {
@@ -123,10 +125,10 @@ func (s *Server) createComment(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	doc := model.CommentDoc{PinID: model.ID(pin), AuthorID: model.ID(author), Text: req.Text, Data: storedData(req.Data), Active: true}
-	if err := doc.Validate(s.limits); err != nil {
+	if err := actAs(r.Context(), author, "a user token may only comment as its own user"); err != nil {
 		return err
 	}
+	doc := model.CommentDoc{PinID: model.ID(pin), AuthorID: model.ID(author), Text: req.Text, Data: storedData(req.Data), Active: true}
 	o, err := s.store.CreateComment(r.Context(), doc)
 	if err != nil {
 		return err
