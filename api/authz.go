@@ -202,7 +202,7 @@ func authorOfCommentInPath(s *Server, r *http.Request, p auth.Principal) error {
 // ownsRef checks that ref i of the live object id (a board's owner, a
 // comment's author) is p's user. ENotFound as the handler would answer.
 func (s *Server) ownsRef(ctx context.Context, id uint64, typ idcodec.Type, i int, p auth.Principal, refusal string) error {
-	o, err := s.store.Get(ctx, id, typ)
+	o, err := s.objects.Get(ctx, id, typ)
 	if err != nil {
 		return err
 	}
@@ -222,7 +222,7 @@ func ownsPinInPath(s *Server, r *http.Request, p auth.Principal) error {
 	if err != nil {
 		return err
 	}
-	owners, err := s.store.Owners(r.Context(), []uint64{id})
+	owners, err := s.ownerCache.Owners(r.Context(), []uint64{id})
 	if err != nil {
 		return err
 	}

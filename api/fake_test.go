@@ -21,7 +21,6 @@ type fakeStore struct {
 	createC func(ctx context.Context, doc model.CommentDoc) (model.Object, error)
 	update  func(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func([]byte) ([]byte, error)) (model.Object, error)
 	list    func(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error)
-	count   func(ctx context.Context, m model.Mapping, from uint64) (int64, error)
 	owners  func(ctx context.Context, pins []uint64) (map[uint64]uint64, error)
 	ready   func(ctx context.Context) []model.Health
 	calls   []string
@@ -103,18 +102,15 @@ func (f *fakeStore) RemoveMapping(ctx context.Context, m model.Mapping, from, to
 	f.note("RemoveMapping")
 	return unset("RemoveMapping")
 }
-func (f *fakeStore) List(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error) {
-	f.note("List")
-	if f.list != nil {
-		return f.list(ctx, m, from, p)
-	}
-	return model.List{}, unset("List")
-}
 
-// ListObjects is List, then GetMany of the page's entries, as the store
+// ListObjects is list, then GetMany of the page's entries, as the store
 // does for lists whose objects live elsewhere.
 func (f *fakeStore) ListObjects(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, []model.Object, error) {
-	l, err := f.List(ctx, m, from, p)
+	f.note("ListObjects")
+	if f.list == nil {
+		return model.List{}, nil, unset("ListObjects")
+	}
+	l, err := f.list(ctx, m, from, p)
 	if err != nil || len(l.Entries) == 0 {
 		return l, nil, err
 	}
@@ -126,13 +122,6 @@ func (f *fakeStore) ListObjects(ctx context.Context, m model.Mapping, from uint6
 	return l, objs, err
 }
 
-func (f *fakeStore) Count(ctx context.Context, m model.Mapping, from uint64) (int64, error) {
-	f.note("Count")
-	if f.count != nil {
-		return f.count(ctx, m, from)
-	}
-	return 0, unset("Count")
-}
 func (f *fakeStore) Move(ctx context.Context, m model.Mapping, from, item, before, after uint64) error {
 	f.note("Move")
 	return unset("Move")

@@ -34,7 +34,7 @@ import (
 
 // Config configures the HTTP layer.
 type Config struct {
-	// Store is the storage the handlers call. Required.
+	// Store is the storage the handlers call (store.go). Required.
 	Store Store
 	// Logger receives access logs and the causes of 5xx errors. Default:
 	// slog.Default().
@@ -59,7 +59,16 @@ type Config struct {
 
 // Server is the API's http.Handler.
 type Server struct {
-	store     Store
+	// The storage, through the interface each handler declares.
+	creates    Creator
+	objects    ObjectReader
+	edits      ObjectWriter
+	lists      Lister
+	mappings   MappingWriter
+	feeds      FeedReader
+	ownerCache OwnerCache
+	ops        Ops
+
 	logger    *slog.Logger
 	accessLog io.Writer
 	registry  *prometheus.Registry
@@ -81,8 +90,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("api.New: Config.Store is required")
 	}
+	st := cfg.Store
 	s := &Server{
-		store:     cfg.Store,
+		creates: st, objects: st, edits: st, lists: st, mappings: st, feeds: st, ownerCache: st, ops: st,
+
 		logger:    cfg.Logger,
 		accessLog: cfg.AccessLog,
 		registry:  cfg.Registry,
