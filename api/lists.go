@@ -99,34 +99,28 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) error {
 
 // putMapping: PUT /v1/users/{id}/{mapping}/{target}; idempotent.
 func (s *Server) putMapping(m model.Mapping, param string) handlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		from, to, err := mappingIDs(r, m, param)
-		if err != nil {
-			return err
-		}
-		if err := s.mappings.AddMapping(r.Context(), m, from, to); err != nil {
-			return err
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return nil
-	}
+	return s.changeMapping(m, param, s.mappings.AddMapping)
 }
 
 // deleteMapping: DELETE /v1/users/{id}/{mapping}/{target}; idempotent.
 func (s *Server) deleteMapping(m model.Mapping, param string) handlerFunc {
+	return s.changeMapping(m, param, s.mappings.RemoveMapping)
+}
+
+// changeMapping answers 204 once change (AddMapping or RemoveMapping) has
+// been applied to the path's pair of mapping m.
+func (s *Server) changeMapping(m model.Mapping, param string, change func(ctx context.Context, m model.Mapping, from, to uint64) error) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		from, to, err := mappingIDs(r, m, param)
 		if err != nil {
 			return err
 		}
-		if err := s.mappings.RemoveMapping(r.Context(), m, from, to); err != nil {
-			return err
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return nil
+		return noContent(w, change(r.Context(), m, from, to))
 	}
 }
 
+// mappingIDs reads the path's pair of mapping m: {id} and param. A user
+// following themselves is EInvalid.
 func mappingIDs(r *http.Request, m model.Mapping, param string) (from, to uint64, err error) {
 	if from, err = pathID(r, "id", m.From()); err != nil {
 		return 0, 0, err
@@ -169,9 +163,5 @@ func (s *Server) movePin(w http.ResponseWriter, r *http.Request) error {
 	if before == pin || after == pin {
 		return errorf(model.EInvalid, "a pin cannot be moved next to itself")
 	}
-	if err := s.mappings.Move(r.Context(), model.BoardPins, board, pin, before, after); err != nil {
-		return err
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
+	return noContent(w, s.mappings.Move(r.Context(), model.BoardPins, board, pin, before, after))
 }

@@ -196,11 +196,7 @@ func (s *Server) getObject(typ idcodec.Type) handlerFunc {
 // the stored document inside the store's transaction.
 func (s *Server) patchObject(typ idcodec.Type) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		id, err := pathID(r, "id", typ)
-		if err != nil {
-			return err
-		}
-		ifVersion, err := parseIfMatch(r)
+		id, ifVersion, err := versionedID(r, typ)
 		if err != nil {
 			return err
 		}
@@ -229,20 +225,24 @@ func (s *Server) patchObject(typ idcodec.Type) handlerFunc {
 // deleteObject: DELETE /v1/{collection}/{id}.
 func (s *Server) deleteObject(typ idcodec.Type) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
-		id, err := pathID(r, "id", typ)
+		id, ifVersion, err := versionedID(r, typ)
 		if err != nil {
 			return err
 		}
-		ifVersion, err := parseIfMatch(r)
-		if err != nil {
-			return err
-		}
-		if err := s.edits.Delete(r.Context(), id, typ, ifVersion); err != nil {
-			return err
-		}
-		w.WriteHeader(http.StatusNoContent)
-		return nil
+		return noContent(w, s.edits.Delete(r.Context(), id, typ, ifVersion))
 	}
+}
+
+// versionedID reads the path's {id}, of type typ, and the version
+// If-Match expects (parseIfMatch), in that order.
+func versionedID(r *http.Request, typ idcodec.Type) (id uint64, ifVersion int64, err error) {
+	if id, err = pathID(r, "id", typ); err != nil {
+		return 0, 0, err
+	}
+	if ifVersion, err = parseIfMatch(r); err != nil {
+		return 0, 0, err
+	}
+	return id, ifVersion, nil
 }
 
 // getMany: GET /v1/{collection}?ids=a,b,c.

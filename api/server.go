@@ -16,8 +16,6 @@
 package api
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -158,18 +156,4 @@ func (s *Server) methodNotAllowed(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
 	}
 	writeError(w, r, s.logger, errorf(EMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
-}
-
-// writeJSON writes v as a JSON response with the given status.
-func writeJSON(w http.ResponseWriter, status int, v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return model.Wrap("api.writeJSON", model.EInternal, "internal error", err)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(buf.Bytes())
-	return nil
 }
