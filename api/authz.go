@@ -59,7 +59,7 @@ var (
 	asBoardOwner    = permission{name: "asBoardOwner", scope: auth.ScopeWrite, user: ownsBoardInPath}
 	asCommentAuthor = permission{name: "asCommentAuthor", scope: auth.ScopeWrite, user: authorOfCommentInPath}
 	asPinOwner      = permission{name: "asPinOwner", scope: auth.ScopeWrite, user: ownsPinInPath}
-	asBodyUser      = permission{name: "asBodyUser", scope: auth.ScopeWrite} // the handler checks the body against actor
+	asBodyUser      = permission{name: "asBodyUser", scope: auth.ScopeWrite, user: userInBody}
 )
 
 // declared reports whether who is a permission rather than the zero value.
@@ -176,6 +176,17 @@ func selfInPath(s *Server, r *http.Request, p auth.Principal) error {
 		return err
 	}
 	if id != p.UserID {
+		return errNotYours
+	}
+	return nil
+}
+
+// userInBody: the body names the user, and the handler (or the store, for
+// a pin's board) compares it with actor, the token's user, after decoding
+// the body once. Here only a user token that names no user is refused, so
+// that such a token can never pass for a service token (actor 0).
+func userInBody(_ *Server, _ *http.Request, p auth.Principal) error {
+	if p.UserID == 0 {
 		return errNotYours
 	}
 	return nil

@@ -164,6 +164,7 @@ func TestPermissions(t *testing.T) {
 		{"user token, another's pin", userTok, "PATCH", "/v1/pins/" + vecPin, patchBody, fakeStore{owners: ownerIs(otherUser)}, 403, "this pin belongs to another user", []string{"Owners"}},
 		{"user token, pin gone", userTok, "DELETE", "/v1/pins/" + vecPin, "", fakeStore{owners: ownerIs("")}, 404, "not found", []string{"Owners"}},
 		{"user token, its pin", userTok, "DELETE", "/v1/pins/" + vecPin, "", fakeStore{owners: ownerIs(vecUser)}, 500, "", []string{"Owners", "Delete"}},
+		{"user token without a user", auth.Principal{Name: "user:0", Kind: auth.KindUser, Scopes: auth.ScopeRead | auth.ScopeWrite}, "POST", "/v1/boards", `{"owner_id":"` + vecUser + `","name":"x"}`, fakeStore{}, 403, "this token may only act as its own user", nil},
 		{"service token acts for anyone", writeTok, "PATCH", "/v1/users/" + otherUser, `{"display_name":"x"}`, fakeStore{}, 500, "", []string{"Update"}},
 	}
 	for _, c := range cases {
