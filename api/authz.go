@@ -1,82 +1,97 @@
 package api
 
-// Per-route permissions. Config.Auth authenticates (and rate limits) a
-// request; authorize, right behind it on every /v1 route, decides whether
-// the principal may do what the route does:
+// Who may call a route. Config.Auth authenticates (and rate limits) a
+// request; the permission each route declares beside it in routes.go then
+// decides whether the principal may do what the route does. With
+// Config.Auth nil no permission runs.
 //
-//   - Routes under /v1/admin need scope admin.
-//   - Reading (GET, and POST /v1/pins/owners) needs read, which every
-//     valid token has.
-//   - Writing needs write. A service token with write may act for any
-//     user. A user token acts only as its user: the rules below say, per
-//     route, which user a write acts as (the path's user, the body's
-//     owner_id or author_id, the owner of the board or pin, the author of
-//     the comment). Ownership of a pin comes from Store.Owners, the owner
-//     cache.
-//   - A write route without a rule needs admin: a new route is closed
-//     until someone writes its rule.
+//   - readAny: reading, which every valid token may do (scope read).
+//   - admin: scope admin.
+//   - servicesOnly: scope write, and no user token (creating users).
+//   - The as… permissions: scope write. A service token with write acts
+//     for any user; a user token acts only as its user, and the permission
+//     says which user a write acts as: the path's {id} (asPathUser), the
+//     owner of the board {id} (asBoardOwner), the author of the comment
+//     {id} (asCommentAuthor), the owner of the pin {id} by the owner cache,
+//     Store.Owners (asPinOwner), or the user the body names (asBodyUser).
+//     asBodyUser leaves the comparison to the handler, which decodes the
+//     body once: the guard puts a user token's user in the request context
+//     (actor), and the handler, or the store for a pin's board, refuses a
+//     body naming another user.
+//   - public: not behind Config.Auth at all (the operational routes).
 //
 // A refusal is 403 forbidden. Objects that don't exist are 404, exactly as
 // the handler would answer; since every token may read, a 403 on an
 // existing object reveals nothing a GET wouldn't.
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 
 	"github.com/pinstore/pinstore/auth"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 )
 
-// userRule checks a user principal's write; it returns nil when p may do
-// it. It may read the body, and must leave it for the handler.
-type userRule func(s *Server, w http.ResponseWriter, r *http.Request, p auth.Principal) error
-
-// writeRules are the write routes a user token may use, by method and
-// chi pattern.
-var writeRules = map[string]userRule{
-	"PATCH /v1/users/{id}":                        selfInPath,
-	"DELETE /v1/users/{id}":                       selfInPath,
-	"PUT /v1/users/{id}/following/{target_id}":    selfInPath,
-	"DELETE /v1/users/{id}/following/{target_id}": selfInPath,
-	"PUT /v1/users/{id}/likes/{pin_id}":           selfInPath,
-	"DELETE /v1/users/{id}/likes/{pin_id}":        selfInPath,
-	"POST /v1/users":                              servicesOnly,
-	"POST /v1/boards":                             ownerInBody,
-	"PATCH /v1/boards/{id}":                       ownsBoardInPath,
-	"DELETE /v1/boards/{id}":                      ownsBoardInPath,
-	"PUT /v1/boards/{id}/pins/{pin_id}/position":  ownsBoardInPath,
-	"POST /v1/pins":                               ownsBoardInBody,
-	"PATCH /v1/pins/{id}":                         ownsPinInPath,
-	"DELETE /v1/pins/{id}":                        ownsPinInPath,
-	"POST /v1/pins/{id}/comments":                 authorInBody,
-	"PATCH /v1/comments/{id}":                     authorOfCommentInPath,
-	"DELETE /v1/comments/{id}":                    authorOfCommentInPath,
+// A permission says who may call a route when Config.Auth is on. Its zero
+// value is no permission: New refuses a route that declares it.
+type permission struct {
+	name  string     // how tests and errors name it
+	open  bool       // not behind Config.Auth at all
+	scope auth.Scope // the scope every caller needs
+	user  userRule   // a user token's further check; nil: the scope is enough
 }
 
-// readRoutes are the non-GET routes that only read.
-var readRoutes = map[string]bool{
-	"POST /v1/pins/owners": true,
+// userRule checks a user principal's write from the request's path; it
+// returns nil when p may do it. It never reads the body: that is the
+// handler's, read once.
+type userRule func(s *Server, r *http.Request, p auth.Principal) error
+
+// The permissions routes declare.
+var (
+	public          = permission{name: "public", open: true}
+	readAny         = permission{name: "readAny", scope: auth.ScopeRead}
+	admin           = permission{name: "admin", scope: auth.ScopeAdmin}
+	servicesOnly    = permission{name: "servicesOnly", scope: auth.ScopeWrite, user: refuseUsers}
+	asPathUser      = permission{name: "asPathUser", scope: auth.ScopeWrite, user: selfInPath}
+	asBoardOwner    = permission{name: "asBoardOwner", scope: auth.ScopeWrite, user: ownsBoardInPath}
+	asCommentAuthor = permission{name: "asCommentAuthor", scope: auth.ScopeWrite, user: authorOfCommentInPath}
+	asPinOwner      = permission{name: "asPinOwner", scope: auth.ScopeWrite, user: ownsPinInPath}
+	asBodyUser      = permission{name: "asBodyUser", scope: auth.ScopeWrite, user: userInBody}
+)
+
+// declared reports whether who is a permission rather than the zero value.
+func (who permission) declared() bool { return who.name != "" }
+
+// check returns nil when p may use the route that who guards, else the
+// error to answer: 403 forbidden, or what the handler would answer for an
+// object that does not exist (404).
+func (who permission) check(s *Server, r *http.Request, p auth.Principal) error {
+	if !p.Has(who.scope) {
+		return forbidden("this route needs scope %s", who.scope)
+	}
+	if who.user == nil || !p.IsUser() {
+		return nil // a service token with the scope acts for any user
+	}
+	return who.user(s, r, p)
 }
 
-// adminPrefix starts the routes that need scope admin.
-const adminPrefix = "/v1/admin"
-
-// forbidden is the refusal of a write the principal may not do.
-func forbidden(format string, args ...any) error {
-	return errorf(model.EForbidden, format, args...)
+// protect returns h as its route serves it: behind Config.Auth (auth) and
+// then who, or h itself when auth is off or the route is public.
+func (s *Server) protect(auth func(http.Handler) http.Handler, who permission, h http.Handler) http.Handler {
+	if auth == nil || who.open {
+		return h
+	}
+	return auth(s.guard(who, h))
 }
 
-var errNotYours = forbidden("this token may only act as its own user")
-
-// authorize is the per-route permission check, after Config.Auth.
-func (s *Server) authorize(next http.Handler) http.Handler {
+// guard runs h when who lets the principal Config.Auth authenticated call
+// it, with a user token's user in the context as the actor. It answers
+// 401 when Auth let the request through without a principal, and the
+// error of who.check when who refuses.
+func (s *Server) guard(who permission, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := auth.FromContext(r.Context())
 		if !ok { // Auth did not authenticate: refuse rather than guess
@@ -85,71 +100,39 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 			return
 		}
 		recordPrincipal(w, p)
-		if err := s.permit(w, r, p); err != nil {
+		if err := who.check(s, r, p); err != nil {
 			writeError(w, r, s.logger, err)
 			return
 		}
-		next.ServeHTTP(w, r)
+		if p.IsUser() {
+			r = r.WithContext(context.WithValue(r.Context(), actorKey, p.UserID))
+		}
+		h.ServeHTTP(w, r)
 	})
 }
 
-// permit returns nil when p may use r's route, else the error to answer.
-func (s *Server) permit(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	route := routePattern(r)
-	key := r.Method + " " + route
-	switch {
-	case route == adminPrefix || strings.HasPrefix(route, adminPrefix+"/"):
-		if !p.Has(auth.ScopeAdmin) {
-			return forbidden("this route needs scope admin")
-		}
-		return nil
-	case r.Method == http.MethodGet || r.Method == http.MethodHead || readRoutes[key]:
-		if !p.Has(auth.ScopeRead) {
-			return forbidden("this route needs scope read")
-		}
-		return nil
-	}
-	if !p.Has(auth.ScopeWrite) {
-		return forbidden("this route needs scope write")
-	}
-	rule, ok := writeRules[key]
-	if !ok {
-		if !p.Has(auth.ScopeAdmin) {
-			return forbidden("this route needs scope admin")
-		}
-		return nil
-	}
-	if !p.IsUser() {
-		return nil // a service token with write acts for any user
-	}
-	return rule(s, w, r, p)
+// forbidden is the refusal of a write the principal may not do.
+func forbidden(format string, args ...any) error {
+	return errorf(model.EForbidden, format, args...)
 }
 
-// requireAdmin guards an operational route (/metrics) with scope admin.
-func (s *Server) requireAdmin(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := auth.FromContext(r.Context())
-		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="pinstore"`)
-			writeError(w, r, s.logger, errorf(model.EUnauthorized, "a bearer token is required"))
-			return
-		}
-		recordPrincipal(w, p)
-		if !p.Has(auth.ScopeAdmin) {
-			writeError(w, r, s.logger, forbidden("this route needs scope admin"))
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+var errNotYours = forbidden("this token may only act as its own user")
+
+// actor is the user a request acts as: a user token's user, put in the
+// context by guard; 0 for a service token, and with auth off.
+func actor(ctx context.Context) uint64 {
+	id, _ := ctx.Value(actorKey).(uint64)
+	return id
 }
 
-// adminOnly is the middleware of the operational routes that need admin
-// (/metrics): none when auth is off, else auth and requireAdmin.
-func (s *Server) adminOnly(auth func(http.Handler) http.Handler) []func(http.Handler) http.Handler {
-	if auth == nil {
-		return nil
+// actAs returns nil when the request may act as user: any request but a
+// user token's, and a user token's as its own user. Otherwise it is 403
+// forbidden with refusal as its message.
+func actAs(ctx context.Context, user uint64, refusal string) error {
+	if a := actor(ctx); a != 0 && a != user {
+		return forbidden("%s", refusal)
 	}
-	return []func(http.Handler) http.Handler{auth, s.requireAdmin}
+	return nil
 }
 
 // AuthFailure returns the function with which auth.Middleware answers a
@@ -181,8 +164,13 @@ func recordPrincipal(w http.ResponseWriter, p auth.Principal) {
 	}
 }
 
+// refuseUsers: no user token may do this (create users).
+func refuseUsers(*Server, *http.Request, auth.Principal) error {
+	return forbidden("only a service token may do this")
+}
+
 // selfInPath: the path's {id} is the user.
-func selfInPath(s *Server, w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+func selfInPath(s *Server, r *http.Request, p auth.Principal) error {
 	id, err := pathID(r, "id", typeUser)
 	if err != nil {
 		return err
@@ -193,72 +181,19 @@ func selfInPath(s *Server, w http.ResponseWriter, r *http.Request, p auth.Princi
 	return nil
 }
 
-// servicesOnly: no user token may do this (create users).
-func servicesOnly(*Server, http.ResponseWriter, *http.Request, auth.Principal) error {
-	return forbidden("only a service token may do this")
-}
-
-// peekBody decodes the body as the handler will (same limits, same strict
-// decoding, so the same errors) and puts it back for the handler.
-func (s *Server) peekBody(w http.ResponseWriter, r *http.Request, dst any) error {
-	b, err := readBody(w, r, s.maxBody, "application/json")
-	if err != nil {
-		return err
-	}
-	r.Body = io.NopCloser(bytes.NewReader(b))
-	return decodeStrict(b, dst)
-}
-
-// ownerInBody: POST /v1/boards for the user themself.
-func ownerInBody(s *Server, w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	var req createBoardRequest
-	if err := s.peekBody(w, r, &req); err != nil {
-		return err
-	}
-	owner, err := requiredID("owner_id", req.OwnerID, typeUser)
-	if err != nil {
-		return err
-	}
-	if owner != p.UserID {
-		return forbidden("a user token may only create boards for its own user")
+// userInBody: the body names the user, and the handler (or the store, for
+// a pin's board) compares it with actor, the token's user, after decoding
+// the body once. Here only a user token that names no user is refused, so
+// that such a token can never pass for a service token (actor 0).
+func userInBody(_ *Server, _ *http.Request, p auth.Principal) error {
+	if p.UserID == 0 {
+		return errNotYours
 	}
 	return nil
-}
-
-// authorInBody: comment as the user themself.
-func authorInBody(s *Server, w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	if _, err := pathID(r, "id", typePin); err != nil {
-		return err
-	}
-	var req createCommentRequest
-	if err := s.peekBody(w, r, &req); err != nil {
-		return err
-	}
-	author, err := requiredID("author_id", req.AuthorID, typeUser)
-	if err != nil {
-		return err
-	}
-	if author != p.UserID {
-		return forbidden("a user token may only comment as its own user")
-	}
-	return nil
-}
-
-// ownsBoardInBody: POST /v1/pins on one of the user's boards.
-func ownsBoardInBody(s *Server, w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	var req createPinRequest
-	if err := s.peekBody(w, r, &req); err != nil {
-		return err
-	}
-	board, err := requiredID("board_id", req.BoardID, typeBoard)
-	if err != nil {
-		return err
-	}
-	return s.ownsRef(r.Context(), board, typeBoard, 0, p, "a user token may only pin on its own user's boards")
 }
 
 // ownsBoardInPath: the board {id} is the user's.
-func ownsBoardInPath(s *Server, w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+func ownsBoardInPath(s *Server, r *http.Request, p auth.Principal) error {
 	id, err := pathID(r, "id", typeBoard)
 	if err != nil {
 		return err
@@ -267,7 +202,7 @@ func ownsBoardInPath(s *Server, w http.ResponseWriter, r *http.Request, p auth.P
 }
 
 // authorOfCommentInPath: the comment {id} is the user's.
-func authorOfCommentInPath(s *Server, w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+func authorOfCommentInPath(s *Server, r *http.Request, p auth.Principal) error {
 	id, err := pathID(r, "id", typeComment)
 	if err != nil {
 		return err
@@ -278,7 +213,7 @@ func authorOfCommentInPath(s *Server, w http.ResponseWriter, r *http.Request, p 
 // ownsRef checks that ref i of the live object id (a board's owner, a
 // comment's author) is p's user. ENotFound as the handler would answer.
 func (s *Server) ownsRef(ctx context.Context, id uint64, typ idcodec.Type, i int, p auth.Principal, refusal string) error {
-	o, err := s.store.Get(ctx, id, typ)
+	o, err := s.objects.Get(ctx, id, typ)
 	if err != nil {
 		return err
 	}
@@ -293,12 +228,12 @@ func (s *Server) ownsRef(ctx context.Context, id uint64, typ idcodec.Type, i int
 }
 
 // ownsPinInPath: the pin {id} is the user's, by the owner cache.
-func ownsPinInPath(s *Server, w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+func ownsPinInPath(s *Server, r *http.Request, p auth.Principal) error {
 	id, err := pathID(r, "id", typePin)
 	if err != nil {
 		return err
 	}
-	owners, err := s.store.Owners(r.Context(), []uint64{id})
+	owners, err := s.ownerCache.Owners(r.Context(), []uint64{id})
 	if err != nil {
 		return err
 	}

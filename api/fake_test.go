@@ -8,14 +8,19 @@ import (
 )
 
 // fakeStore is a Store whose methods the test sets; unset methods fail the
-// call with an internal error that names them.
+// call with an internal error that names them. Like the real store, a
+// create validates its document (with limits; zero: the defaults) before
+// anything else, and a refused document is not recorded as a call: calls
+// lists what reached the store's I/O.
 type fakeStore struct {
+	limits  model.Limits
 	get     func(ctx context.Context, id uint64, typ idcodec.Type) (model.Object, error)
 	getMany func(ctx context.Context, ids []uint64, typ idcodec.Type) ([]model.Object, error)
-	createP func(ctx context.Context, doc model.PinDoc) (model.Object, error)
+	createB func(ctx context.Context, doc model.BoardDoc) (model.Object, error)
+	createP func(ctx context.Context, doc model.PinDoc, actor uint64) (model.Object, error)
+	createC func(ctx context.Context, doc model.CommentDoc) (model.Object, error)
 	update  func(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func([]byte) ([]byte, error)) (model.Object, error)
 	list    func(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error)
-	count   func(ctx context.Context, m model.Mapping, from uint64) (int64, error)
 	owners  func(ctx context.Context, pins []uint64) (map[uint64]uint64, error)
 	ready   func(ctx context.Context) []model.Health
 	calls   []string
@@ -28,22 +33,40 @@ func unset(op string) error { return model.Wrap(op, model.EInternal, "", nil) }
 func (f *fakeStore) note(op string) { f.calls = append(f.calls, op) }
 
 func (f *fakeStore) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object, error) {
+	if err := doc.Validate(f.limits); err != nil {
+		return model.Object{}, err
+	}
 	f.note("CreateUser")
 	return model.Object{}, unset("CreateUser")
 }
 func (f *fakeStore) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Object, error) {
+	if err := doc.Validate(f.limits); err != nil {
+		return model.Object{}, err
+	}
 	f.note("CreateBoard")
+	if f.createB != nil {
+		return f.createB(ctx, doc)
+	}
 	return model.Object{}, unset("CreateBoard")
 }
 func (f *fakeStore) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (model.Object, error) {
+	if err := doc.Validate(f.limits); err != nil {
+		return model.Object{}, err
+	}
 	f.note("CreatePin")
 	if f.createP != nil {
-		return f.createP(ctx, doc)
+		return f.createP(ctx, doc, actor)
 	}
 	return model.Object{}, unset("CreatePin")
 }
 func (f *fakeStore) CreateComment(ctx context.Context, doc model.CommentDoc) (model.Object, error) {
+	if err := doc.Validate(f.limits); err != nil {
+		return model.Object{}, err
+	}
 	f.note("CreateComment")
+	if f.createC != nil {
+		return f.createC(ctx, doc)
+	}
 	return model.Object{}, unset("CreateComment")
 }
 func (f *fakeStore) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Object, error) {
@@ -79,18 +102,15 @@ func (f *fakeStore) RemoveMapping(ctx context.Context, m model.Mapping, from, to
 	f.note("RemoveMapping")
 	return unset("RemoveMapping")
 }
-func (f *fakeStore) List(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error) {
-	f.note("List")
-	if f.list != nil {
-		return f.list(ctx, m, from, p)
-	}
-	return model.List{}, unset("List")
-}
 
-// ListObjects is List, then GetMany of the page's entries, as the store
+// ListObjects is list, then GetMany of the page's entries, as the store
 // does for lists whose objects live elsewhere.
 func (f *fakeStore) ListObjects(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, []model.Object, error) {
-	l, err := f.List(ctx, m, from, p)
+	f.note("ListObjects")
+	if f.list == nil {
+		return model.List{}, nil, unset("ListObjects")
+	}
+	l, err := f.list(ctx, m, from, p)
 	if err != nil || len(l.Entries) == 0 {
 		return l, nil, err
 	}
@@ -102,13 +122,6 @@ func (f *fakeStore) ListObjects(ctx context.Context, m model.Mapping, from uint6
 	return l, objs, err
 }
 
-func (f *fakeStore) Count(ctx context.Context, m model.Mapping, from uint64) (int64, error) {
-	f.note("Count")
-	if f.count != nil {
-		return f.count(ctx, m, from)
-	}
-	return 0, unset("Count")
-}
 func (f *fakeStore) Move(ctx context.Context, m model.Mapping, from, item, before, after uint64) error {
 	f.note("Move")
 	return unset("Move")

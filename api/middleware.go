@@ -22,7 +22,10 @@ import (
 // ctxKey types the api's context keys so no other package can collide.
 type ctxKey int
 
-const requestIDKey ctxKey = iota
+const (
+	requestIDKey ctxKey = iota // the request id (withRequestID)
+	actorKey                   // the user a user token acts as (guard, authz.go)
+)
 
 // RequestIDHeader carries the request id in and out.
 const RequestIDHeader = "X-Request-Id"

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,7 +13,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
@@ -234,24 +232,6 @@ func TestMetricsUseRoutePatterns(t *testing.T) {
 	}
 }
 
-func TestReadyz(t *testing.T) {
-	health := []model.Health{{Name: "mysql:a", OK: true}, {Name: "redis", OK: true}}
-	st := &fakeStore{ready: func(context.Context) []model.Health { return health }}
-	s, _, _ := newTestServer(t, st)
-	w := do(s, "GET", "/readyz", "")
-	if w.Code != 200 || !strings.Contains(w.Body.String(), `"status":"ok"`) {
-		t.Fatalf("%d %s", w.Code, w.Body)
-	}
-	health[1] = model.Health{Name: "redis", Error: "redis at 127.0.0.1:6379 is not answering"}
-	w = do(s, "GET", "/readyz", "")
-	if w.Code != 503 || !strings.Contains(w.Body.String(), `"status":"unavailable"`) || !strings.Contains(w.Body.String(), "not answering") {
-		t.Fatalf("%d %s", w.Code, w.Body)
-	}
-	if w := do(s, "GET", "/healthz", ""); w.Code != 200 {
-		t.Fatalf("healthz %d while not ready", w.Code)
-	}
-}
-
 func TestAuthSlotWrapsV1Only(t *testing.T) {
 	refuse := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -314,104 +294,5 @@ func TestRefusedInputCallsNoStore(t *testing.T) {
 				t.Fatalf("the store was called: %v", st.calls)
 			}
 		})
-	}
-}
-
-func TestPatchRunsInsideUpdate(t *testing.T) {
-	stored := []byte(`{"board_id":"` + vecBoard + `","owner_id":"` + vecUser + `","description":"old","active":true}`)
-	var gotVersion int64
-	st := &fakeStore{update: func(_ context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func([]byte) ([]byte, error)) (model.Object, error) {
-		gotVersion = ifVersion
-		doc, err := mutate(stored)
-		if err != nil {
-			return model.Object{}, err
-		}
-		return model.Object{ID: id, Type: typ, Version: 4, Doc: doc, CreatedAt: time.Unix(0, 0), UpdatedAt: time.Unix(1, 0)}, nil
-	}}
-	s, _, _ := newTestServer(t, st)
-	w := do(s, "PATCH", "/v1/pins/"+vecPin, `{"description":"new","data":{"k":1}}`, "Content-Type", "application/merge-patch+json", "If-Match", `"3"`)
-	if w.Code != 200 || w.Header().Get("ETag") != `"4"` || gotVersion != 3 {
-		t.Fatalf("%d ETag %q ifVersion %d: %s", w.Code, w.Header().Get("ETag"), gotVersion, w.Body)
-	}
-	var p Pin
-	if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
-		t.Fatal(err)
-	}
-	if p.Description != "new" || string(p.Data) != `{"k":1}` || p.OwnerID != vecUser || p.UpdatedAt != "1970-01-01T00:00:01Z" {
-		t.Fatalf("%+v", p)
-	}
-	if strings.Contains(w.Body.String(), "active") {
-		t.Fatalf("active exposed: %s", w.Body)
-	}
-	// A patch that fails validation inside the transaction is a 400.
-	w = do(s, "PATCH", "/v1/pins/"+vecPin, `{"link":"`+strings.Repeat("x", 3000)+`"}`)
-	if w.Code != 400 {
-		t.Fatalf("%d %s", w.Code, w.Body)
-	}
-}
-
-func TestListSkipsGoneObjects(t *testing.T) {
-	st := &fakeStore{
-		list: func(_ context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error) {
-			if m != model.BoardPins || p.Limit != 2 || !p.Desc {
-				t.Errorf("List(%v, %+v)", m, p)
-			}
-			return model.List{Entries: []model.Entry{{To: 68719476738}, {To: 68719476737}}, NextCursor: "next", Count: 7}, nil
-		},
-		getMany: func(_ context.Context, ids []uint64, typ idcodec.Type) ([]model.Object, error) {
-			if len(ids) != 2 || typ != idcodec.TypePin {
-				t.Errorf("GetMany(%v, %v)", ids, typ)
-			}
-			return []model.Object{{ID: 68719476737, Type: idcodec.TypePin, Version: 1, Doc: []byte(`{"board_id":"` + vecBoard + `","owner_id":"` + vecUser + `","active":true}`)}}, nil
-		},
-	}
-	s, _, _ := newTestServer(t, st)
-	w := do(s, "GET", "/v1/boards/"+vecBoard+"/pins?limit=2", "")
-	if w.Code != 200 {
-		t.Fatalf("%d %s", w.Code, w.Body)
-	}
-	var l struct {
-		Items      []Pin  `json:"items"`
-		NextCursor string `json:"next_cursor"`
-		Count      *int64 `json:"count"`
-	}
-	if err := json.Unmarshal(w.Body.Bytes(), &l); err != nil {
-		t.Fatal(err)
-	}
-	if len(l.Items) != 1 || l.Items[0].ID != "68719476737" || l.NextCursor != "next" || l.Count == nil || *l.Count != 7 {
-		t.Fatalf("%s", w.Body)
-	}
-}
-
-// The owners answer is written by hand: it must be the JSON an
-// OwnersResponse encodes to, with found and missing pins in request order,
-// duplicates once.
-func TestOwnersAnswerInRequestOrder(t *testing.T) {
-	a := idcodec.MustEncode(5, idcodec.TypePin, 7)
-	b := idcodec.MustEncode(9, idcodec.TypePin, 1)
-	c := idcodec.MustEncode(1, idcodec.TypePin, 3)
-	st := &fakeStore{owners: func(_ context.Context, pins []uint64) (map[uint64]uint64, error) {
-		if !slices.Equal(pins, []uint64{a, b, c}) {
-			t.Errorf("looked up %v", pins)
-		}
-		return map[uint64]uint64{c: 42, a: 43}, nil
-	}}
-	s, _, _ := newTestServer(t, st)
-	ids := fmt.Sprintf(`{"ids":["%d","%d","%d","%d"]}`, a, b, c, a)
-	w := do(s, "POST", "/v1/pins/owners", ids, "Content-Type", "application/json")
-	want := fmt.Sprintf(`{"owners":{"%d":"43","%d":"42"},"not_found":["%d"]}`+"\n", a, c, b)
-	if w.Code != 200 || w.Body.String() != want {
-		t.Fatalf("%d %s, want %s", w.Code, w.Body, want)
-	}
-	var resp OwnersResponse
-	if err := json.Unmarshal(w.Body.Bytes(), &resp); err != nil || len(resp.Owners) != 2 || resp.Owners[idString(a)] != "43" {
-		t.Fatalf("%+v %v", resp, err)
-	}
-	// An escaped (yet valid) ID string takes the slow path to the same answer.
-	sa := idString(a)
-	escaped := fmt.Sprintf(`{"ids":["\u003%c%s","%d","%d"]}`, sa[0], sa[1:], b, c)
-	w = do(s, "POST", "/v1/pins/owners", escaped, "Content-Type", "application/json")
-	if w.Body.String() != want {
-		t.Fatalf("second answer %s", w.Body)
 	}
 }

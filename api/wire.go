@@ -252,6 +252,24 @@ func writeBuilt(w http.ResponseWriter, status int, build func(b []byte) ([]byte,
 	return err
 }
 
+// writeJSON answers with v encoded as JSON (appendJSON) and the given
+// status.
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	return writeBuilt(w, status, func(b []byte) ([]byte, error) {
+		b, err := appendJSON(b, v)
+		return append(b, '\n'), err
+	})
+}
+
+// noContent answers 204 when err is nil, and returns err otherwise.
+func noContent(w http.ResponseWriter, err error) error {
+	if err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
 // appendItems appends "items":[…] for objs.
 func appendItems(b []byte, objs []model.Object) ([]byte, error) {
 	b = append(b, `"items":[`...)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -132,8 +133,21 @@ func TestAuthE2E(t *testing.T) {
 		t.Fatalf("board owner %s, want %s", aliceBoard.OwnerID, alice.ID)
 	}
 	s.as(aliceTok, http.StatusCreated, http.MethodPost, "/v1/pins", map[string]any{"board_id": aliceBoard.ID, "link": "https://example.com/a"}).decode(t, &alicePin)
-	// Not on another's board; a board that doesn't exist stays 404.
+	// Not on another's board, and the refusal creates nothing; a board that
+	// doesn't exist stays 404; a malformed body is 400 before either.
+	counts := func() []int64 {
+		return []int64{s.count("/v1/boards/" + bobBoard.ID + "/pins"), s.count("/v1/users/" + bob.ID + "/pins"), s.count("/v1/users/" + alice.ID + "/pins")}
+	}
+	before := counts()
 	s.as(aliceTok, http.StatusForbidden, http.MethodPost, "/v1/pins", map[string]any{"board_id": bobBoard.ID, "link": "https://example.com/x"})
+	if after := counts(); !slices.Equal(before, after) {
+		t.Fatalf("a refused pin changed the lists (board, bob's, alice's pins): %v, then %v", before, after)
+	}
+	goneBoard := object{}
+	s.as(aliceTok, http.StatusCreated, http.MethodPost, "/v1/boards", map[string]any{"owner_id": alice.ID, "name": "short-lived"}).decode(t, &goneBoard)
+	s.as(aliceTok, http.StatusNoContent, http.MethodDelete, "/v1/boards/"+goneBoard.ID, nil)
+	s.as(aliceTok, http.StatusNotFound, http.MethodPost, "/v1/pins", map[string]any{"board_id": goneBoard.ID, "link": "https://example.com/y"})
+	s.as(aliceTok, http.StatusBadRequest, http.MethodPost, "/v1/pins", map[string]any{"board_id": bobBoard.ID, "link": "https://example.com/z", "owner_id": alice.ID})
 	// Its own objects it edits, another's it doesn't.
 	s.as(aliceTok, http.StatusOK, http.MethodPatch, "/v1/pins/"+alicePin.ID, map[string]any{"description": "mine"})
 	s.as(aliceTok, http.StatusForbidden, http.MethodPatch, "/v1/pins/"+bobPin.ID, map[string]any{"description": "defaced"})

@@ -23,6 +23,11 @@ import (
 	"github.com/pinstore/pinstore/store"
 )
 
+// The store serves every interface the API declares (api.Store: Creator,
+// ObjectReader, ObjectWriter, Lister, MappingWriter, FeedReader,
+// OwnerCache, Ops).
+var _ api.Store = (*store.Store)(nil)
+
 // shutdownTimeout bounds the graceful shutdown: requests in flight get this
 // long to finish once the context is cancelled.
 const shutdownTimeout = 15 * time.Second

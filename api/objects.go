@@ -1,0 +1,290 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+)
+
+// The object routes' needs: creating, reading, patching and deleting one
+// object (or a few, by id). Every method returns *model.Error values whose
+// code the api maps to an HTTP status in one place (errors.go).
+
+// Creator creates objects. Each create validates its document before any
+// I/O (EInvalid, ETooLarge), the one validation a new document gets.
+type Creator interface {
+	// CreateUser places a new user on a random open shard.
+	CreateUser(ctx context.Context, doc model.UserDoc) (model.Object, error)
+	// CreateBoard places the board on its owner's shard and adds
+	// user_boards. ENotFound when the owner does not exist.
+	CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Object, error)
+	// CreatePin places the pin on its board's shard, sets doc.OwnerID to
+	// the board's owner, adds board_pins and user_pins, and caches the
+	// owner. ENotFound when the board does not exist; EForbidden when
+	// actor is not 0 and the board is not actor's, checked on the board
+	// row the create reads.
+	CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (model.Object, error)
+	// CreateComment places the comment on its pin's shard and adds
+	// pin_comments. ENotFound when the pin or the author does not exist.
+	CreateComment(ctx context.Context, doc model.CommentDoc) (model.Object, error)
+}
+
+// ObjectReader reads live objects by id. The permissions read boards and
+// comments with Get too (authz.go), and the feed its pins with GetMany.
+type ObjectReader interface {
+	// Get returns a live object of type typ. ENotFound when it is unknown,
+	// deleted, or id is of another type; EInvalid when id is malformed or
+	// its shard is outside the configured range.
+	Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Object, error)
+	// GetMany returns the live objects among ids, in request order;
+	// unknown, deleted or wrong-type ids are left out. One query per shard.
+	GetMany(ctx context.Context, ids []uint64, typ idcodec.Type) ([]model.Object, error)
+}
+
+// ObjectWriter changes existing objects.
+type ObjectWriter interface {
+	// Update reads the document, calls mutate with it inside the shard
+	// transaction, and writes what mutate returns with version+1.
+	// ifVersion 0 means unconditional; otherwise EVersion on mismatch.
+	Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func(doc []byte) ([]byte, error)) (model.Object, error)
+	// Delete soft-deletes the object and removes it from every list.
+	Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64) error
+}
+
+const (
+	typeUser    = idcodec.TypeUser
+	typeBoard   = idcodec.TypeBoard
+	typePin     = idcodec.TypePin
+	typeComment = idcodec.TypeComment
+)
+
+// collection is the path segment of a type's objects.
+var collection = map[idcodec.Type]string{
+	typeUser: "users", typeBoard: "boards", typePin: "pins", typeComment: "comments",
+}
+
+// objectPath is the canonical URL path of an object.
+func objectPath(o model.Object) string {
+	return "/v1/" + collection[o.Type] + "/" + idString(o.ID)
+}
+
+// writeObject writes one object with its ETag; on 201 also its Location.
+func writeObject(w http.ResponseWriter, status int, o model.Object) error {
+	w.Header().Set("ETag", etag(o.Version))
+	if status == http.StatusCreated {
+		w.Header().Set("Location", objectPath(o))
+	}
+	return writeBuilt(w, status, func(b []byte) ([]byte, error) {
+		b, err := appendObject(b, o)
+		return append(b, '\n'), err
+	})
+}
+
+// The create handlers decode the body once and hand the document to the
+// store, which validates it before any I/O (the one validator of a new
+// document). A user token's user (actor) may only create as itself.
+
+// createUser: POST /v1/users.
+func (s *Server) createUser(w http.ResponseWriter, r *http.Request) error {
+	var req createUserRequest
+	if err := decodeBody(w, r, s.maxBody, &req); err != nil {
+		return err
+	}
+	doc := model.UserDoc{Username: req.Username, DisplayName: req.DisplayName, Data: storedData(req.Data), Active: true}
+	o, err := s.creates.CreateUser(r.Context(), doc)
+	if err != nil {
+		return err
+	}
+	return writeObject(w, http.StatusCreated, o)
+}
+
+// requiredID parses a required ID field of a request body.
+func requiredID(field, s string, want idcodec.Type) (uint64, error) {
+	if s == "" {
+		return 0, errorf(model.EInvalid, "%s is required", field)
+	}
+	return bodyID(field, s, want)
+}
+
+// createBoard: POST /v1/boards. A user token may only create boards for
+// its own user (403).
+func (s *Server) createBoard(w http.ResponseWriter, r *http.Request) error {
+	var req createBoardRequest
+	if err := decodeBody(w, r, s.maxBody, &req); err != nil {
+		return err
+	}
+	owner, err := requiredID("owner_id", req.OwnerID, typeUser)
+	if err != nil {
+		return err
+	}
+	if err := actAs(r.Context(), owner, "a user token may only create boards for its own user"); err != nil {
+		return err
+	}
+	doc := model.BoardDoc{OwnerID: model.ID(owner), Name: req.Name, Description: req.Description, Data: storedData(req.Data), Active: true}
+	o, err := s.creates.CreateBoard(r.Context(), doc)
+	if err != nil {
+		return err
+	}
+	return writeObject(w, http.StatusCreated, o)
+}
+
+// createPin: POST /v1/pins. The store sets the owner to the board's, and
+// refuses (403) a user token's pin on another user's board, checked on the
+// board row its transaction reads.
+func (s *Server) createPin(w http.ResponseWriter, r *http.Request) error {
+	var req createPinRequest
+	if err := decodeBody(w, r, s.maxBody, &req); err != nil {
+		return err
+	}
+	board, err := requiredID("board_id", req.BoardID, typeBoard)
+	if err != nil {
+		return err
+	}
+	doc := model.PinDoc{BoardID: model.ID(board), Link: req.Link, Description: req.Description, ImageURL: req.ImageURL, Data: storedData(req.Data), Active: true}
+	o, err := s.creates.CreatePin(r.Context(), doc, actor(r.Context()))
+	if err != nil {
+		return err
+	}
+	return writeObject(w, http.StatusCreated, o)
+}
+
+// createComment: POST /v1/pins/{id}/comments. A user token may only
+// comment as its own user (403).
+func (s *Server) createComment(w http.ResponseWriter, r *http.Request) error {
+	pin, err := pathID(r, "id", typePin)
+	if err != nil {
+		return err
+	}
+	var req createCommentRequest
+	if err := decodeBody(w, r, s.maxBody, &req); err != nil {
+		return err
+	}
+	author, err := requiredID("author_id", req.AuthorID, typeUser)
+	if err != nil {
+		return err
+	}
+	if err := actAs(r.Context(), author, "a user token may only comment as its own user"); err != nil {
+		return err
+	}
+	doc := model.CommentDoc{PinID: model.ID(pin), AuthorID: model.ID(author), Text: req.Text, Data: storedData(req.Data), Active: true}
+	o, err := s.creates.CreateComment(r.Context(), doc)
+	if err != nil {
+		return err
+	}
+	return writeObject(w, http.StatusCreated, o)
+}
+
+// getObject: GET /v1/{collection}/{id}.
+func (s *Server) getObject(typ idcodec.Type) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		id, err := pathID(r, "id", typ)
+		if err != nil {
+			return err
+		}
+		o, err := s.objects.Get(r.Context(), id, typ)
+		if err != nil {
+			return err
+		}
+		return writeObject(w, http.StatusOK, o)
+	}
+}
+
+// patchObject: PATCH /v1/{collection}/{id}, a JSON merge patch applied to
+// the stored document inside the store's transaction.
+func (s *Server) patchObject(typ idcodec.Type) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		id, ifVersion, err := versionedID(r, typ)
+		if err != nil {
+			return err
+		}
+		patch, err := readBody(w, r, s.maxBody, "application/merge-patch+json", "application/json")
+		if err != nil {
+			return err
+		}
+		// Refuse bad JSON and read-only or unknown fields before any I/O.
+		var members map[string]json.RawMessage
+		if err := decodeStrict(patch, &members); err != nil {
+			return err
+		}
+		if err := model.CheckPatch(typ, patch); err != nil {
+			return err
+		}
+		o, err := s.edits.Update(r.Context(), id, typ, ifVersion, func(doc []byte) ([]byte, error) {
+			return model.PatchDoc(typ, doc, patch, s.limits)
+		})
+		if err != nil {
+			return err
+		}
+		return writeObject(w, http.StatusOK, o)
+	}
+}
+
+// deleteObject: DELETE /v1/{collection}/{id}.
+func (s *Server) deleteObject(typ idcodec.Type) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		id, ifVersion, err := versionedID(r, typ)
+		if err != nil {
+			return err
+		}
+		return noContent(w, s.edits.Delete(r.Context(), id, typ, ifVersion))
+	}
+}
+
+// versionedID reads the path's {id}, of type typ, and the version
+// If-Match expects (parseIfMatch), in that order.
+func versionedID(r *http.Request, typ idcodec.Type) (id uint64, ifVersion int64, err error) {
+	if id, err = pathID(r, "id", typ); err != nil {
+		return 0, 0, err
+	}
+	if ifVersion, err = parseIfMatch(r); err != nil {
+		return 0, 0, err
+	}
+	return id, ifVersion, nil
+}
+
+// getMany: GET /v1/{collection}?ids=a,b,c.
+func (s *Server) getMany(typ idcodec.Type) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		raw, _, err := queryValue(r.URL.Query(), "ids")
+		if err != nil {
+			return err
+		}
+		ids, order, err := parseIDList(raw, MaxMultiGet, typ)
+		if err != nil {
+			return err
+		}
+		var objs []model.Object
+		if len(ids) > 0 {
+			if objs, err = s.objects.GetMany(r.Context(), ids, typ); err != nil {
+				return err
+			}
+		}
+		byID := make(map[string]model.Object, len(objs))
+		for _, o := range objs {
+			byID[idString(o.ID)] = o
+		}
+		found := make([]model.Object, 0, len(objs))
+		notFound := []string{}
+		for _, key := range order {
+			o, ok := byID[key]
+			if !ok { // unknown, deleted, or of another type
+				notFound = append(notFound, key)
+				continue
+			}
+			found = append(found, o)
+		}
+		return writeBuilt(w, http.StatusOK, func(b []byte) ([]byte, error) {
+			b, err := appendItems(append(b, '{'), found)
+			if err != nil {
+				return b, err
+			}
+			if b, err = appendJSON(append(b, `,"not_found":`...), notFound); err != nil {
+				return b, err
+			}
+			return append(b, '}', '\n'), nil
+		})
+	}
+}
