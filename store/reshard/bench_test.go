@@ -115,42 +115,33 @@ func TestMoveShardsBench(t *testing.T) {
 	wctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.WatchMap(wctx, store.DefaultMapPoll, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	stop := make(chan struct{})
+	ld := newLoad()
 	var acked, refused atomic.Int64
 	var wrote sync.Mutex
 	var ackedPins []uint64
 	for i := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(i), 9))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				o, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(boards[r.IntN(n)]), Link: "https://example.com/w"}, 0)
-				time.Sleep(5 * time.Millisecond)
-				switch {
-				case err == nil:
-					acked.Add(1)
-					wrote.Lock()
-					ackedPins = append(ackedPins, o.ID)
-					wrote.Unlock()
-				case model.IsCode(err, model.EMoving):
-					refused.Add(1)
-					time.Sleep(10 * time.Millisecond)
-				default:
-					t.Error(err)
-					return
-				}
+		r := rand.New(rand.NewPCG(uint64(i), 9))
+		ld.run(func() bool {
+			o, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(boards[r.IntN(n)]), Link: "https://example.com/w"}, 0)
+			time.Sleep(5 * time.Millisecond)
+			switch {
+			case err == nil:
+				acked.Add(1)
+				wrote.Lock()
+				ackedPins = append(ackedPins, o.ID)
+				wrote.Unlock()
+			case model.IsCode(err, model.EMoving):
+				refused.Add(1)
+				time.Sleep(10 * time.Millisecond)
+			default:
+				t.Error(err)
+				return false
 			}
-		}()
+			return true
+		})
 	}
 	rep, err := reshard.Move(ctx, reshard.Options{First: 0, Last: n - 1, To: "h1", MapFile: f.path, Progress: testWriter{t}})
-	close(stop)
-	wg.Wait()
+	ld.halt()
 	if err != nil {
 		t.Fatal(err)
 	}

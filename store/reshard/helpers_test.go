@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,4 +177,37 @@ func readable(t *testing.T, s *store.Store, ids []uint64) int {
 		ids = ids[k:]
 	}
 	return n
+}
+
+// load is goroutines putting load on a store while a move runs.
+type load struct {
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func newLoad() *load { return &load{stop: make(chan struct{})} }
+
+// run calls step over and over in a goroutine of its own, until halt or
+// until step returns false.
+func (l *load) run(step func() bool) {
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		for {
+			select {
+			case <-l.stop:
+				return
+			default:
+			}
+			if !step() {
+				return
+			}
+		}
+	}()
+}
+
+// halt stops every goroutine and waits until they have returned.
+func (l *load) halt() {
+	close(l.stop)
+	l.wg.Wait()
 }

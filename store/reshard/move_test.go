@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -140,8 +139,7 @@ func TestMoveShardsUnderLoad(t *testing.T) {
 	}
 	const nw = 4
 	ws := make([]*writer, nw)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
+	ld := newLoad()
 	var unexpected atomic.Value
 	fail := func(err error) { unexpected.CompareAndSwap(nil, err) }
 	for i := range nw {
@@ -149,78 +147,61 @@ func TestMoveShardsUnderLoad(t *testing.T) {
 		ws[i] = w
 		me := users[i]
 		others := users[nw:]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := rand.New(rand.NewPCG(uint64(i), 7))
-			for {
-				select {
-				case <-stop:
-					return
-				default:
+		r := rand.New(rand.NewPCG(uint64(i), 7))
+		ld.run(func() bool {
+			var err error
+			switch r.IntN(3) {
+			case 0:
+				var o model.Object
+				o, err = s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(boards[r.IntN(len(boards))]), Link: "https://example.com/w"}, 0)
+				if err == nil {
+					w.pins = append(w.pins, o.ID)
 				}
-				var err error
-				switch r.IntN(3) {
-				case 0:
-					var o model.Object
-					o, err = s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(boards[r.IntN(len(boards))]), Link: "https://example.com/w"}, 0)
-					if err == nil {
-						w.pins = append(w.pins, o.ID)
-					}
-				default:
-					to := others[r.IntN(len(others))]
-					follow := !w.follows[to]
-					if follow {
-						err = s.AddMapping(ctx, model.UserFollowing, me, to)
-					} else {
-						err = s.RemoveMapping(ctx, model.UserFollowing, me, to)
-					}
-					w.definite[to] = err == nil
-					if err == nil {
-						w.follows[to] = follow
-					}
+			default:
+				to := others[r.IntN(len(others))]
+				follow := !w.follows[to]
+				if follow {
+					err = s.AddMapping(ctx, model.UserFollowing, me, to)
+				} else {
+					err = s.RemoveMapping(ctx, model.UserFollowing, me, to)
 				}
-				switch {
-				case err == nil:
-				case model.IsCode(err, model.EMoving):
-					w.refused++
-					time.Sleep(2 * time.Millisecond)
-				default:
-					fail(err)
-					return
+				w.definite[to] = err == nil
+				if err == nil {
+					w.follows[to] = follow
 				}
 			}
-		}()
+			switch {
+			case err == nil:
+			case model.IsCode(err, model.EMoving):
+				w.refused++
+				time.Sleep(2 * time.Millisecond)
+			default:
+				fail(err)
+				return false
+			}
+			return true
+		})
 	}
 	// A reader: reads never stop working.
 	var reads atomic.Int64
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := s.GetMany(ctx, seedPins[:20], idcodec.TypePin); err != nil {
-				fail(fmt.Errorf("read during the move: %w", err))
-				return
-			}
-			if _, err := s.List(ctx, model.BoardPins, boards[0], model.Page{Limit: 5}); err != nil {
-				fail(fmt.Errorf("list during the move: %w", err))
-				return
-			}
-			reads.Add(1)
+	ld.run(func() bool {
+		if _, err := s.GetMany(ctx, seedPins[:20], idcodec.TypePin); err != nil {
+			fail(fmt.Errorf("read during the move: %w", err))
+			return false
 		}
-	}()
+		if _, err := s.List(ctx, model.BoardPins, boards[0], model.Page{Limit: 5}); err != nil {
+			fail(fmt.Errorf("list during the move: %w", err))
+			return false
+		}
+		reads.Add(1)
+		return true
+	})
 
 	time.Sleep(150 * time.Millisecond) // writes flowing before the copy starts
 	var out bytes.Buffer
 	rep, err := e.move(reshard.Options{First: 0, Last: 3, To: "h1", MapPoll: poll, Settle: poll + queryTimeout + 200*time.Millisecond, Batch: 50, Progress: &out})
 	time.Sleep(150 * time.Millisecond) // and after the switch
-	close(stop)
-	wg.Wait()
+	ld.halt()
 	t.Logf("move output:\n%s", out.String())
 	if err != nil {
 		t.Fatal(err)
