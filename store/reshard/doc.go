@@ -23,13 +23,14 @@
 // Invariants:
 //   - IDs never change: a shard keeps its number and database name, and
 //     AUTO_INCREMENT counters on the target are raised to the source's.
-//   - The lock file <map file>.move (LockPath; YAML, see moveState) exists
-//     exactly while a move is in progress: created when a move starts,
-//     deleted when it ends. While a move-shards process runs it holds an
-//     exclusive flock(2) on that file, so a second process is refused; a
-//     killed process releases the lock and the file stays, so running the
-//     same command again resumes. The file names the range, the target and
-//     the source hosts.
+//   - The lock file <map file>.move (LockPath; YAML, see moveState) records
+//     the move in progress: created when a move starts, deleted when it
+//     ends (finished, or rolled back with Abort); a move stopped by an error
+//     keeps it. While a move-shards process runs it holds an exclusive
+//     flock(2) on that file, so a second process is refused; a killed
+//     process releases the lock and the file stays, so running the same
+//     command again resumes. The file names the range, the target and the
+//     source hosts.
 //   - Where a move stands is read from the map file itself, never from the
 //     lock file: the range on its source hosts writable (copy), read-only
 //     (hold), or on the target writable (switched). Any other placement

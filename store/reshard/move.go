@@ -113,9 +113,10 @@ type mover struct {
 // progress or running. A verification mismatch rolls back (the range is
 // writable on its source again, nothing dropped) and returns EConflict, as
 // does a source changed after the final verify (its database is kept).
-// Every other error (a host down, the context cancelled) leaves the move
-// in progress, to be finished by calling Move again with the same range
-// and target.
+// Any other error once the move has started (a host down, the context
+// cancelled) leaves it in progress, to be finished by calling Move again
+// with the same range and target, or rolled back with Abort. Errors that
+// are not a *model.Error are wrapped with the operation ("reshard.Move: …").
 func Move(ctx context.Context, opt Options) (Report, error) {
 	const op = "reshard.Move"
 	mv := &mover{opt: opt, path: opt.MapFile, out: opt.Progress, start: time.Now()}

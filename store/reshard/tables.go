@@ -208,6 +208,8 @@ func (tb tableInfo) keyCond(lo, hi []any) (string, []any) {
 	return " WHERE " + strings.Join(conds, " AND "), args
 }
 
+// tableChecksum is the tableSum of tb's rows with keys in (lo, hi] (a nil
+// bound is open) in database name on db.
 func tableChecksum(ctx context.Context, db *sqlx.DB, name string, tb tableInfo, lo, hi []any) (tableSum, error) {
 	where, args := tb.keyCond(lo, hi)
 	var s tableSum
@@ -244,6 +246,8 @@ func chunkEnd(ctx context.Context, db *sqlx.DB, name string, tb tableInfo, lo []
 	return key, rows.Err()
 }
 
+// decode turns an integer column's text (as the driver returns it) into an
+// int64 or uint64, so keys compare as numbers; other values pass as they are.
 func (k intKind) decode(v any) (any, error) {
 	b, ok := v.([]byte)
 	if !ok || k == notInt {
