@@ -14,6 +14,7 @@ import (
 
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store"
+	"github.com/pinstore/pinstore/store/reshard"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
 
@@ -22,7 +23,9 @@ import (
 // (PINSTORE_SHARD_MAP) as it goes; running servers follow the file
 // (WatchMap). Killed at any point, the same command finishes the move;
 // with --abort it rolls back a move that has not switched yet. The state
-// of a move in progress is the lock file <map file>.move (see store.MoveShards).
+// of a move in progress is the lock file <map file>.move (see package
+// reshard). It opens no store: the move works on the map file and its own
+// connections to the hosts.
 func runMoveShards(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("move-shards", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -62,20 +65,22 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 			return fmt.Errorf("move-shards: --servers: %w", err)
 		}
 	}
-	s, err := openStore(ctx, getenv, stderr)
+	// The servers' configuration: the map file, the shard count and prefix
+	// it defaults to, the pool size.
+	cfg, err := store.ConfigFromEnv(getenv)
 	if err != nil {
 		return fmt.Errorf("move-shards: %w", err)
 	}
-	defer s.Close()
-	rep, err := s.MoveShards(ctx, store.MoveOptions{
+	rep, err := reshard.Move(ctx, reshard.Options{
 		First: first, Last: last, To: *to,
+		MapFile: cfg.MapFile, Shards: cfg.Map.Shards, DBPrefix: cfg.Map.DBPrefix, PoolSize: cfg.PoolSize,
 		Settle: *settle, MapPoll: poll, Confirm: confirm, KeepSource: *keep, Abort: *abort,
 		Parallel: *par, Batch: *batch, Progress: stdout,
 	})
 	if err != nil {
 		if !model.IsCode(err, model.EInvalid) && !model.IsCode(err, model.EConflict) || errors.Is(err, context.Canceled) {
 			fmt.Fprintf(stderr, "move-shards: interrupted; run the same command again to finish the move, or add --abort to roll it back (state in %s)\n",
-				store.MoveLockPath(getenv("PINSTORE_SHARD_MAP")))
+				reshard.LockPath(cfg.MapFile))
 		}
 		return err
 	}
@@ -88,7 +93,7 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 	return nil
 }
 
-// confirmServers returns a MoveOptions.Confirm that polls every server's
+// confirmServers returns a reshard.Options.Confirm that polls every server's
 // GET /v1/admin/shard-map until each reports the wanted map version.
 func confirmServers(list, token string, timeout time.Duration) (func(context.Context, string) error, error) {
 	var urls []string

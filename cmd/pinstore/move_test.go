@@ -11,7 +11,7 @@ import (
 	"github.com/pinstore/pinstore/store/shardmap"
 
 	"github.com/pinstore/pinstore/internal/testenv"
-	"github.com/pinstore/pinstore/store"
+	"github.com/pinstore/pinstore/store/reshard"
 )
 
 func TestMoveShardsArgs(t *testing.T) {
@@ -73,7 +73,7 @@ func TestMoveShardsCommand(t *testing.T) {
 	if r, _ := m.RangeOf(0); r.Host != "h1" || r.ReadOnly {
 		t.Fatalf("shard 0 in %+v", r)
 	}
-	if _, err := os.Stat(store.MoveLockPath(path)); !os.IsNotExist(err) {
+	if _, err := os.Stat(reshard.LockPath(path)); !os.IsNotExist(err) {
 		t.Fatalf("lock file: %v", err)
 	}
 	// Moving it again is refused: the range is on h1 already.

@@ -1,0 +1,17 @@
+package reshard
+
+// What the tests of package reshard_test (which open a store to put load
+// on a move) need of the package's internals.
+
+// WithHook returns opt with hook called at each step of the move ("copy",
+// "copied", "held", "final", "chunk copied: TABLE", "switched"): an error
+// from it stops the move there, as a kill would.
+func WithHook(opt Options, hook func(step string) error) Options {
+	opt.hook = hook
+	return opt
+}
+
+const (
+	StepAborted    = stepAborted
+	DefaultMapPoll = defaultMapPoll
+)

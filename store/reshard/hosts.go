@@ -1,0 +1,71 @@
+package reshard
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/shardmap"
+	"github.com/pinstore/pinstore/store/topology"
+)
+
+// hosts is a move's own connection pools, one per DSN, opened on first use
+// with topology.Dial (so with the servers' driver settings) and closed when
+// the move ends. It is safe for concurrent use.
+type hosts struct {
+	size  int // connections per pool
+	mu    sync.Mutex
+	pools map[string]*sqlx.DB
+}
+
+func newHosts(size int) *hosts { return &hosts{size: size, pools: map[string]*sqlx.DB{}} }
+
+// pool returns the pool for dsn, opening it the first time.
+func (h *hosts) pool(dsn string) (*sqlx.DB, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if db, ok := h.pools[dsn]; ok {
+		return db, nil
+	}
+	db, err := topology.Dial(dsn, h.size)
+	if err != nil {
+		return nil, err
+	}
+	h.pools[dsn] = db
+	return db, nil
+}
+
+// db is the pool of the host the map names name. A host missing from the
+// map (an operator removed it during a move) is EConflict, never a default
+// DSN.
+func (h *hosts) db(m *shardmap.Map, name string) (*sqlx.DB, error) {
+	spec, ok := m.Hosts[name]
+	if !ok || spec.Master == "" {
+		return nil, model.Errorf(model.EConflict, "host %q of the move is no longer in the shard map; put it back to finish or roll back the move", name)
+	}
+	return h.pool(spec.Master)
+}
+
+// close closes every pool. An error closing one (a connection already
+// broken) changes nothing the move did, so it is not reported.
+func (h *hosts) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for dsn, db := range h.pools {
+		_ = db.Close()
+		delete(h.pools, dsn)
+	}
+}
+
+// serverID identifies a MySQL server whatever address reaches it.
+func serverID(ctx context.Context, db *sqlx.DB) (string, error) {
+	var host, dir string
+	var port int
+	if err := db.QueryRowContext(ctx, "SELECT @@hostname, @@port, @@datadir").Scan(&host, &port, &dir); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s:%d:%s", host, port, dir), nil
+}

@@ -1,0 +1,133 @@
+package reshard
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/shardmap"
+)
+
+// loadMap reads the map file with the shard count and prefix of the map in
+// force as defaults, as a server reloading it does.
+func (mv *mover) loadMap() (*shardmap.Map, error) {
+	return shardmap.Load(mv.path, mv.cur.Shards, mv.cur.DBPrefix)
+}
+
+// rewrite re-reads the map file (so that an operator's unrelated edit made
+// during the move is kept), checks that the move still stands at step
+// expect (EConflict if not), applies fn to the range's ranges, checks that
+// a server could put the result in force, and writes it. Nothing is
+// written on error.
+func (mv *mover) rewrite(expect string, fn func(*shardmap.Range), why string) (*shardmap.Map, error) {
+	st := mv.lock.state
+	m, err := mv.loadMap()
+	if err != nil {
+		return nil, err
+	}
+	step, err := where(m, st)
+	if err != nil {
+		return nil, err
+	}
+	if step != expect {
+		return nil, model.Errorf(model.EConflict, "the map file changed under the move: the range should be at step %q, the file says %q", expect, step)
+	}
+	next, err := m.Rewrite(st.first, st.last, fn)
+	if err != nil {
+		return nil, err
+	}
+	if err := mv.servable(next); err != nil {
+		return nil, fmt.Errorf("the rewritten map would be rejected by servers (nothing written): %w", err)
+	}
+	if err := mv.writeMap(next, why); err != nil {
+		return nil, err
+	}
+	return next, nil
+}
+
+// servable checks what a server checks before it puts a new map in force,
+// beyond the validation Rewrite ran: the shard count and prefix of the map
+// in force, and a usable DSN for every host.
+func (mv *mover) servable(m *shardmap.Map) error {
+	if m.Shards != mv.cur.Shards || m.DBPrefix != mv.cur.DBPrefix {
+		return fmt.Errorf("shards and db_prefix cannot change while running (%d %q → %d %q)",
+			mv.cur.Shards, mv.cur.DBPrefix, m.Shards, m.DBPrefix)
+	}
+	for name, spec := range m.Hosts {
+		if _, err := mv.hosts.pool(spec.Master); err != nil {
+			return fmt.Errorf("host %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// writeMap atomically replaces the map file with m, which becomes the map
+// in force as far as this move is concerned (servers load it from the
+// file).
+func (mv *mover) writeMap(m *shardmap.Map, why string) error {
+	st := mv.lock.state
+	body, err := m.Marshal()
+	if err != nil {
+		return err
+	}
+	head := fmt.Sprintf("# Shard map. Rewritten by pinstore move-shards (shards %s to %s: %s) at %s.\n",
+		st.Range, st.To, why, time.Now().UTC().Format(time.RFC3339))
+	data := append([]byte(head), body...)
+	written, err := shardmap.Parse(data, mv.cur.Shards, mv.cur.DBPrefix)
+	if err != nil {
+		return fmt.Errorf("the rewritten map does not validate (nothing written): %w", err)
+	}
+	if err := writeFileAtomic(mv.path, data); err != nil {
+		return err
+	}
+	mv.cur = written
+	return nil
+}
+
+// writeFileAtomic replaces path with data: a temp file in the same
+// directory with the old file's mode, fsync, rename, fsync the directory.
+// A reader sees the old content or the new, never a mix.
+func writeFileAtomic(path string, data []byte) error {
+	mode := os.FileMode(0o644)
+	if fi, err := os.Stat(path); err == nil {
+		mode = fi.Mode().Perm()
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after the rename
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// syncDir fsyncs a directory, making a rename or removal in it durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
