@@ -7,6 +7,9 @@ import (
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/fanout"
+	"github.com/pinstore/pinstore/store/shardsql"
+	"github.com/pinstore/pinstore/store/topology"
 )
 
 // Delete soft-deletes the object (active: false in its document, version
@@ -21,33 +24,34 @@ import (
 //
 // Cross-shard removals run after the object's own transaction has
 // committed; lists also skip objects that are no longer live, so a crash
-// between the two never shows a deleted object.
+// between the two never shows a deleted object. ENotFound when the object
+// is not live; EVersion when ifVersion (not 0) is not its version.
 func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64) error {
 	const op = "store.Delete"
-	sh, local, err := s.resolve(op, id, typ)
+	sh, local, err := s.route(op, id, typ)
 	if err != nil {
 		return err
 	}
 	var pins []uint64 // pins deleted whose likes must go
 	var owner uint64  // their owner, whose followers' feeds hold them
 	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
-		d, err := s.markDeleted(ctx, tx, op, sh, typ, local, ifVersion)
+		d, err := markDeleted(ctx, tx, op, sh, typ, local, ifVersion)
 		if err != nil {
 			return err
 		}
 		switch d := d.(type) {
 		case *model.PinDoc:
 			pins, owner = append(pins, id), uint64(d.OwnerID)
-			return unlistPin(ctx, tx, sh, uint64(d.BoardID), uint64(d.OwnerID), id)
+			return unlistPin(ctx, tx, sh, uint64(d.BoardID), owner, id)
 		case *model.BoardDoc:
-			if _, err := removeEdge(ctx, tx, sh, model.UserBoards, uint64(d.OwnerID), id); err != nil {
+			if _, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserBoards, uint64(d.OwnerID), id); err != nil {
 				return err
 			}
 			owner = uint64(d.OwnerID)
-			pins, err = s.deleteBoardPins(ctx, tx, op, sh, id, owner)
+			pins, err = deleteBoardPins(ctx, tx, op, sh, id, owner)
 			return err
 		case *model.CommentDoc:
-			_, err := removeEdge(ctx, tx, sh, model.PinComments, uint64(d.PinID), id)
+			_, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.PinComments, uint64(d.PinID), id)
 			return err
 		}
 		return nil
@@ -56,10 +60,10 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		return err
 	}
 	if len(pins) > 0 {
-		s.owners.forget(ctx, pins...)
+		_ = s.owners.Drop(ctx, pins...) // a failure is retried, and made durable by the fan-out job below
 	}
 	for _, pin := range pins {
-		s.feed.enqueue(feedJob{pin: pin, author: owner, remove: true, outbox: true})
+		s.feed.Enqueue(fanout.Job{Pin: pin, Author: owner, Remove: true, Outbox: true})
 	}
 	for _, pin := range pins {
 		if err := s.drain(ctx, op, model.PinLikers, pin, model.UserLikes, true); err != nil {
@@ -72,30 +76,29 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 	return nil
 }
 
-func unlistPin(ctx context.Context, tx *sqlx.Tx, sh shard, board, owner, pin uint64) error {
-	if _, err := removeEdge(ctx, tx, sh, model.BoardPins, board, pin); err != nil {
+// unlistPin takes a deleted pin off its board's and owner's lists and
+// records the removal of its feed rows as due (fanout): durable until they
+// have gone, and a sweep must not fan the pin out again.
+func unlistPin(ctx context.Context, tx *sqlx.Tx, sh topology.Shard, board, owner, pin uint64) error {
+	if _, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.BoardPins, board, pin); err != nil {
 		return err
 	}
-	if _, err := removeEdge(ctx, tx, sh, model.UserPins, owner, pin); err != nil {
+	if _, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserPins, owner, pin); err != nil {
 		return err
 	}
-	// Its feed rows are to go (feed.go): durable until they have, and a
-	// sweep must not fan the pin out again.
-	_, err := tx.ExecContext(ctx, "INSERT INTO "+sh.db+".feed_outbox (pin_id, author_id, sequence, created_at, remove) VALUES (?, ?, 0, UTC_TIMESTAMP(6), 1)"+
-		" ON DUPLICATE KEY UPDATE remove = 1, created_at = VALUES(created_at)", pin, owner)
-	return err
+	return shardsql.MarkOutboxRemove(ctx, tx, sh.DB, pin, owner)
 }
 
 // deleteBoardPins soft-deletes every pin of a board inside the board's
 // delete transaction (board, pins and both their lists share one shard).
-func (s *Store) deleteBoardPins(ctx context.Context, tx *sqlx.Tx, op string, sh shard, board, owner uint64) ([]uint64, error) {
-	entries, err := scanEntries(ctx, tx, "SELECT to_id, sequence FROM "+sh.db+".board_pins WHERE from_id = ?", board)
+func deleteBoardPins(ctx context.Context, tx *sqlx.Tx, op string, sh topology.Shard, board, owner uint64) ([]uint64, error) {
+	entries, err := shardsql.ReadAllEntries(ctx, tx, sh.DB, model.BoardPins, board)
 	if err != nil {
 		return nil, err
 	}
 	pins := make([]uint64, 0, len(entries))
 	for _, e := range entries {
-		if _, err := s.markDeleted(ctx, tx, op, sh, idcodec.TypePin, idcodec.LocalOf(e.To), 0); err != nil && !model.IsCode(err, model.ENotFound) {
+		if _, err := markDeleted(ctx, tx, op, sh, idcodec.TypePin, idcodec.LocalOf(e.To), 0); err != nil && !model.IsCode(err, model.ENotFound) {
 			return nil, err
 		}
 		if err := unlistPin(ctx, tx, sh, board, owner, e.To); err != nil {
@@ -130,15 +133,14 @@ func (s *Store) drain(ctx context.Context, op string, m model.Mapping, obj uint6
 // listRaw reads the first n entries of a list without checking that its
 // owner is live (it is used while deleting it).
 func (s *Store) listRaw(ctx context.Context, op string, m model.Mapping, from uint64, n int) ([]model.Entry, error) {
-	sh, _, err := s.resolve(op, from, m.From())
+	sh, _, err := s.route(op, from, m.From())
 	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	q, args := pageQuery(sh, m, from, model.Page{Limit: n - 1}, nil, false)
-	e, err := scanEntries(ctx, sh.host.db, q, args...)
-	return e, classify(op, sh.host, err)
+	e, err := shardsql.ReadPage(ctx, sh.Host.DB, sh.DB, m.Table(), from, shardsql.Page{Limit: n})
+	return e, classify(op, sh, err)
 }
 
 func (s *Store) deleteUserLinks(ctx context.Context, op string, user uint64) error {
@@ -165,11 +167,7 @@ func (s *Store) deleteUserLinks(ctx context.Context, op string, user uint64) err
 			err := s.Delete(ctx, b.To, idcodec.TypeBoard, 0)
 			if model.IsCode(err, model.ENotFound) {
 				// Already deleted but still listed: take it off the list.
-				sh, _, _ := s.resolve(op, user, idcodec.TypeUser)
-				err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
-					_, err := removeEdge(ctx, tx, sh, model.UserBoards, user, b.To)
-					return err
-				})
+				err = s.removeEdge(ctx, op, model.UserBoards, user, b.To)
 			}
 			if err != nil {
 				return err

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/topology"
 )
 
 // BenchmarkFanOut: one pin by an author with n followers, from CreatePin
@@ -47,9 +48,9 @@ func BenchmarkFanOut(b *testing.B) {
 			}
 			b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "rows/s")
 			b.StopTimer()
-			sh, _, _ := s.resolve("bench", followers[n-1], idcodec.TypeUser)
+			sh, _, _ := s.route("bench", followers[n-1], idcodec.TypeUser)
 			var got int
-			if err := sh.host.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+sh.db+".user_feed WHERE from_id = ?", followers[n-1]).Scan(&got); err != nil || got != b.N {
+			if err := sh.Host.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+sh.Name+".user_feed WHERE from_id = ?", followers[n-1]).Scan(&got); err != nil || got != b.N {
 				b.Fatalf("the last follower's feed holds %d rows (%v), want %d", got, err, b.N)
 			}
 		})
@@ -60,18 +61,18 @@ func BenchmarkFanOut(b *testing.B) {
 // batches.
 func insertFollows(b *testing.B, s *Store, author uint64, followers []uint64) {
 	b.Helper()
-	ash, _, _ := s.resolve("bench", author, idcodec.TypeUser)
+	ash, _, _ := s.route("bench", author, idcodec.TypeUser)
 	seq := time.Now().UnixMilli() - 1000
 	byShard := map[int][]uint64{}
 	for _, f := range followers {
 		byShard[int(idcodec.ShardOf(f))] = append(byShard[int(idcodec.ShardOf(f))], f)
 	}
-	exec := func(sh shard, table string, rows [][2]uint64) {
+	exec := func(sh topology.Shard, table string, rows [][2]uint64) {
 		for start := 0; start < len(rows); start += 1000 {
 			chunk := rows[start:min(start+1000, len(rows))]
 			var q strings.Builder
 			args := make([]any, 0, 3*len(chunk))
-			q.WriteString("INSERT INTO " + sh.db + "." + table + " (from_id, to_id, sequence) VALUES ")
+			q.WriteString("INSERT INTO " + sh.Name + "." + table + " (from_id, to_id, sequence) VALUES ")
 			for i, r := range chunk {
 				if i > 0 {
 					q.WriteByte(',')
@@ -79,14 +80,14 @@ func insertFollows(b *testing.B, s *Store, author uint64, followers []uint64) {
 				q.WriteString("(?,?,?)")
 				args = append(args, r[0], r[1], seq)
 			}
-			if _, err := sh.host.db.ExecContext(ctx, q.String(), args...); err != nil {
+			if _, err := sh.Host.DB.ExecContext(ctx, q.String(), args...); err != nil {
 				b.Fatal(err)
 			}
 		}
 	}
 	var inverse [][2]uint64
 	for n, fs := range byShard {
-		sh, _ := s.topo.Load().route(n)
+		sh, _ := s.router.Current().Shard(n)
 		var rows [][2]uint64
 		for _, f := range fs {
 			rows = append(rows, [2]uint64{f, author})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/shardsql"
 )
 
 // waitFeed waits until every queued fan-out is written.
@@ -66,12 +67,12 @@ func wantFeed(t *testing.T, s *Store, n int, followees ...uint64) []uint64 {
 
 func feedRows(t *testing.T, s *Store, user uint64) int {
 	t.Helper()
-	sh, _, err := s.resolve("test", user, idcodec.TypeUser)
+	sh, _, err := s.route("test", user, idcodec.TypeUser)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var n int
-	if err := sh.host.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+sh.db+".user_feed WHERE from_id = ?", user).Scan(&n); err != nil {
+	if err := sh.Host.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+sh.Name+".user_feed WHERE from_id = ?", user).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -316,31 +317,31 @@ func TestRepairFeeds(t *testing.T) {
 	}
 	waitFeed(t, s) // the pins' own fan-out may run after the follows
 	want := wantFeed(t, s, 0, a)
-	sh, _, _ := s.resolve("test", reader, idcodec.TypeUser)
-	db := sh.host.db
+	sh, _, _ := s.route("test", reader, idcodec.TypeUser)
+	db := sh.Host.DB
 	// Lose three of a's rows; keep b's rows after an unfollow whose feed
 	// clean-up never ran; keep the row of a pin whose delete fan-out never
 	// ran.
-	if _, err := db.ExecContext(ctx, "DELETE FROM "+sh.db+".user_feed WHERE from_id = ? AND to_id IN (?, ?, ?)", reader, want[0], want[2], want[4]); err != nil {
+	if _, err := db.ExecContext(ctx, "DELETE FROM "+sh.Name+".user_feed WHERE from_id = ? AND to_id IN (?, ?, ?)", reader, want[0], want[2], want[4]); err != nil {
 		t.Fatal(err)
 	}
-	bsh, _, _ := s.resolve("test", b, idcodec.TypeUser)
+	bsh, _, _ := s.route("test", b, idcodec.TypeUser)
 	if err := s.inTx(ctx, "test", sh, func(tx *sqlx.Tx) error {
-		_, err := removeEdge(ctx, tx, sh, model.UserFollowing, reader, b)
+		_, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserFollowing, reader, b)
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.inTx(ctx, "test", bsh, func(tx *sqlx.Tx) error {
-		_, err := removeEdge(ctx, tx, bsh, model.UserFollowers, b, reader)
+		_, err := shardsql.RemoveEdge(ctx, tx, bsh.DB, model.UserFollowers, b, reader)
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
 	doomed := want[1]
-	ash, _, _ := s.resolve("test", a, idcodec.TypeUser)
+	ash, _, _ := s.route("test", a, idcodec.TypeUser)
 	if err := s.inTx(ctx, "test", ash, func(tx *sqlx.Tx) error { // the pin's own delete, without the queue
-		if _, err := s.markDeleted(ctx, tx, "test", ash, idcodec.TypePin, idcodec.LocalOf(doomed), 0); err != nil {
+		if _, err := markDeleted(ctx, tx, "test", ash, idcodec.TypePin, idcodec.LocalOf(doomed), 0); err != nil {
 			return err
 		}
 		return unlistPin(ctx, tx, ash, ba, a, doomed)
@@ -369,12 +370,12 @@ func TestRepairFeeds(t *testing.T) {
 
 func outboxRows(t *testing.T, s *Store, pin uint64) int {
 	t.Helper()
-	sh, _, err := s.resolve("test", pin, idcodec.TypePin)
+	sh, _, err := s.route("test", pin, idcodec.TypePin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var n int
-	if err := sh.host.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+sh.db+".feed_outbox WHERE pin_id = ?", pin).Scan(&n); err != nil {
+	if err := sh.Host.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+sh.Name+".feed_outbox WHERE pin_id = ?", pin).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
@@ -408,15 +409,15 @@ func TestFeedOutboxRecoversLostFanOut(t *testing.T) {
 	}
 	// The crash: the pins' feed rows were never written, their outbox
 	// rows remain (as the create transaction left them).
-	ash, _, _ := s.resolve("test", author, idcodec.TypeUser)
+	ash, _, _ := s.route("test", author, idcodec.TypeUser)
 	for _, r := range readers {
-		sh, _, _ := s.resolve("test", r, idcodec.TypeUser)
-		if _, err := sh.host.db.ExecContext(ctx, "DELETE FROM "+sh.db+".user_feed WHERE from_id = ?", r); err != nil {
+		sh, _, _ := s.route("test", r, idcodec.TypeUser)
+		if _, err := sh.Host.DB.ExecContext(ctx, "DELETE FROM "+sh.Name+".user_feed WHERE from_id = ?", r); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, p := range pins {
-		if _, err := ash.host.db.ExecContext(ctx, "INSERT INTO "+ash.db+".feed_outbox (pin_id, author_id, sequence, created_at, remove) SELECT to_id, from_id, sequence, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, 0 FROM "+ash.db+".user_pins WHERE from_id = ? AND to_id = ?", author, p); err != nil {
+		if _, err := ash.Host.DB.ExecContext(ctx, "INSERT INTO "+ash.Name+".feed_outbox (pin_id, author_id, sequence, created_at, remove) SELECT to_id, from_id, sequence, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, 0 FROM "+ash.Name+".user_pins WHERE from_id = ? AND to_id = ?", author, p); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -463,9 +464,9 @@ func TestFeedOutboxRecoversLostRemoval(t *testing.T) {
 	board := mustBoard(t, s, author)
 	keep, gone := mustPin(t, s, board), mustPin(t, s, board)
 	waitFeed(t, s)
-	rsh, _, _ := s.resolve("test", reader, idcodec.TypeUser)
+	rsh, _, _ := s.route("test", reader, idcodec.TypeUser)
 	var seq int64
-	if err := rsh.host.db.QueryRowContext(ctx, "SELECT sequence FROM "+rsh.db+".user_feed WHERE from_id = ? AND to_id = ?", reader, gone).Scan(&seq); err != nil {
+	if err := rsh.Host.DB.QueryRowContext(ctx, "SELECT sequence FROM "+rsh.Name+".user_feed WHERE from_id = ? AND to_id = ?", reader, gone).Scan(&seq); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Delete(ctx, gone, idcodec.TypePin, 0); err != nil {
@@ -474,11 +475,11 @@ func TestFeedOutboxRecoversLostRemoval(t *testing.T) {
 	waitFeed(t, s)
 	// The crash: the removal never ran; the delete transaction's outbox
 	// row remains.
-	if _, err := rsh.host.db.ExecContext(ctx, "INSERT INTO "+rsh.db+".user_feed (from_id, to_id, sequence, author_id) VALUES (?, ?, ?, ?)", reader, gone, seq, author); err != nil {
+	if _, err := rsh.Host.DB.ExecContext(ctx, "INSERT INTO "+rsh.Name+".user_feed (from_id, to_id, sequence, author_id) VALUES (?, ?, ?, ?)", reader, gone, seq, author); err != nil {
 		t.Fatal(err)
 	}
-	ash, _, _ := s.resolve("test", author, idcodec.TypeUser)
-	if _, err := ash.host.db.ExecContext(ctx, "INSERT INTO "+ash.db+".feed_outbox (pin_id, author_id, sequence, created_at, remove) VALUES (?, ?, 0, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, 1)", gone, author); err != nil {
+	ash, _, _ := s.route("test", author, idcodec.TypeUser)
+	if _, err := ash.Host.DB.ExecContext(ctx, "INSERT INTO "+ash.Name+".feed_outbox (pin_id, author_id, sequence, created_at, remove) VALUES (?, ?, 0, UTC_TIMESTAMP(6) - INTERVAL 1 HOUR, 1)", gone, author); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := s.SweepFeedOutbox(ctx, time.Minute); err != nil || n != 1 {

@@ -77,8 +77,8 @@ func TestListObjectsAnswersAsListAndGetMany(t *testing.T) {
 	check("followers", model.UserFollowers, u, model.Page{Limit: 4, Desc: true})
 
 	// A pin row gone from under its list entry: skipped, its entry still paged.
-	sh, _, _ := s.resolve("test", b, idcodec.TypeBoard)
-	if _, err := sh.host.db.Exec("DELETE FROM "+sh.db+".pins WHERE local_id = ?", idcodec.LocalOf(pins[10])); err != nil {
+	sh, _, _ := s.route("test", b, idcodec.TypeBoard)
+	if _, err := sh.Host.DB.Exec("DELETE FROM "+sh.Name+".pins WHERE local_id = ?", idcodec.LocalOf(pins[10])); err != nil {
 		t.Fatal(err)
 	}
 	// An entry naming another shard's pin, which the join cannot read.
@@ -86,7 +86,7 @@ func TestListObjectsAnswersAsListAndGetMany(t *testing.T) {
 	for idcodec.ShardOf(other) == idcodec.ShardOf(b) {
 		other = mustPin(t, s, mustBoard(t, s, mustUser(t, s, "elsewhere")))
 	}
-	if _, err := sh.host.db.Exec("INSERT INTO "+sh.db+".board_pins (from_id, to_id, sequence) VALUES (?, ?, 1)", b, other); err != nil {
+	if _, err := sh.Host.DB.Exec("INSERT INTO "+sh.Name+".board_pins (from_id, to_id, sequence) VALUES (?, ?, 1)", b, other); err != nil {
 		t.Fatal(err)
 	}
 	l, objs, err := s.ListObjects(ctx, model.BoardPins, b, model.Page{Limit: 30, Desc: true})

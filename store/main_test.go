@@ -30,6 +30,12 @@ func openTest(t *testing.T, dsns ...string) (*Store, *shardmap.Map) {
 
 func openTestB(t testing.TB, dsns ...string) (*Store, *shardmap.Map) {
 	t.Helper()
+	return openTestWith(t, nil, dsns...)
+}
+
+// openTestWith is openTest with tune applied to the store's Config.
+func openTestWith(t testing.TB, tune func(*Config), dsns ...string) (*Store, *shardmap.Map) {
+	t.Helper()
 	if len(dsns) == 0 {
 		dsns = []string{testenv.MySQLDSN(t)}
 	}
@@ -56,7 +62,11 @@ func openTestB(t testing.TB, dsns ...string) (*Store, *shardmap.Map) {
 		t.Cleanup(func() { testenv.DropDatabases(t, d, prefix) })
 	}
 	t.Cleanup(func() { testenv.DropKeys(t, testenv.RedisAddr(t), prefix) })
-	s, err := Open(context.Background(), Config{Map: m, CursorSecret: []byte("test"), Redis: RedisConfig{Addrs: []string{testenv.RedisAddr(t)}, Prefix: prefix + ":o:"}})
+	cfg := Config{Map: m, CursorSecret: []byte("test"), Redis: RedisConfig{Addrs: []string{testenv.RedisAddr(t)}, Prefix: prefix + ":o:"}}
+	if tune != nil {
+		tune(&cfg)
+	}
+	s, err := Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

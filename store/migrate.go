@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/pinstore/pinstore/migrations"
+	"github.com/pinstore/pinstore/store/topology"
 )
 
 // MigrateOptions tunes Migrate.
@@ -36,27 +37,19 @@ func (s *Store) Migrate(ctx context.Context, opt MigrateOptions) error {
 	if opt.Every <= 0 {
 		opt.Every = time.Second
 	}
-	t := s.topo.Load()
-	total := len(t.shards)
+	t := s.router.Current()
+	total := t.Len()
 	var done atomic.Int64
 	stopProgress := func() {}
 	if opt.Progress != nil {
 		stopProgress = every(opt.Every, func() { fmt.Fprintf(opt.Progress, "migrate: %d/%d shards\n", done.Load(), total) })
 	}
 	var wg sync.WaitGroup
-	errs := make([]error, len(t.hosts))
-	for i, h := range t.hosts {
-		var shards []int
-		for n, sh := range t.shards {
-			if sh == h {
-				shards = append(shards, n)
-			}
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = migrateHost(ctx, h, t, shards, ms, opt.PerHost, &done)
-		}()
+	hosts := t.Hosts()
+	errs := make([]error, len(hosts))
+	for i, h := range hosts {
+		shards := t.ShardsOf(h)
+		wg.Go(func() { errs[i] = migrateHost(ctx, h, t, shards, ms, opt.PerHost, &done) })
 	}
 	wg.Wait()
 	stopProgress()
@@ -66,7 +59,7 @@ func (s *Store) Migrate(ctx context.Context, opt MigrateOptions) error {
 	return errors.Join(errs...)
 }
 
-func migrateHost(ctx context.Context, h *host, t *layout, shards []int, ms []migrations.Migration, par int, done *atomic.Int64) error {
+func migrateHost(ctx context.Context, h *topology.Host, t *topology.Topology, shards []int, ms []migrations.Migration, par int, done *atomic.Int64) error {
 	work := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -76,10 +69,11 @@ func migrateHost(ctx context.Context, h *host, t *layout, shards []int, ms []mig
 		go func() {
 			defer wg.Done()
 			for n := range work {
-				if err := migrations.Apply(ctx, h.db, t.names[n], ms); err != nil {
+				sh, _ := t.Shard(n)
+				if err := migrations.Apply(ctx, h.DB, sh.Name, ms); err != nil {
 					mu.Lock()
 					if first == nil {
-						first = fmt.Errorf("migrate host %q shard %d: %w", h.name, n, classify("store.Migrate", h, err))
+						first = fmt.Errorf("migrate host %q shard %d: %w", h.Name, n, classify("store.Migrate", sh, err))
 					}
 					mu.Unlock()
 					continue

@@ -2,129 +2,17 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
-	"errors"
-	"math/rand/v2"
 	"strconv"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/fanout"
+	"github.com/pinstore/pinstore/store/shardsql"
+	"github.com/pinstore/pinstore/store/topology"
 )
-
-var objectTables = [...]string{idcodec.TypePin: "pins", idcodec.TypeBoard: "boards", idcodec.TypeUser: "users", idcodec.TypeComment: "comments"}
-
-// resolve validates id by model.CheckID and returns its route: a malformed
-// id, an unknown type or a shard outside the configured range is EInvalid;
-// an id of a known type other than want is ENotFound (the caller asked for
-// a pin and there is no such pin).
-func (s *Store) resolve(op string, id uint64, want idcodec.Type) (shard, uint64, error) {
-	p, err := model.CheckID("id", id, want)
-	if err != nil {
-		return shard{}, 0, classify(op, nil, err)
-	}
-	sh, err := s.topo.Load().route(int(p.Shard))
-	if err != nil {
-		return shard{}, 0, model.Wrap(op, model.EInvalid, model.ErrorMessage(err), nil)
-	}
-	return sh, p.Local, nil
-}
-
-func notFound(op string, typ idcodec.Type) error {
-	return model.Wrap(op, model.ENotFound, typ.String()+" not found", nil)
-}
-
-// inTx runs fn in a transaction on the shard's host and commits; any error
-// rolls back and is classified (driver errors become *model.Error naming
-// the host).
-func (s *Store) inTx(ctx context.Context, op string, sh shard, fn func(tx *sqlx.Tx) error) error {
-	if err := sh.writable(op); err != nil {
-		return err
-	}
-	ctx, cancel := s.deadline(ctx)
-	defer cancel()
-	tx, err := sh.host.db.BeginTxx(ctx, nil)
-	if err != nil {
-		return classify(op, sh.host, err)
-	}
-	defer tx.Rollback()
-	if err := fn(tx); err != nil {
-		return classify(op, sh.host, err)
-	}
-	return classify(op, sh.host, tx.Commit())
-}
-
-func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
-		return ctx, func() {}
-	}
-	return context.WithTimeout(ctx, s.cfg.QueryTimeout)
-}
-
-func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
-
-// insertObject inserts doc into the shard and composes the new object's ID.
-// A local id past the 36 bits an ID can carry is EShardFull; the caller's
-// transaction then rolls the row back.
-func insertObject(ctx context.Context, x sqlx.ExecerContext, sh shard, typ idcodec.Type, doc []byte, at time.Time) (model.Object, error) {
-	res, err := x.ExecContext(ctx, "INSERT INTO "+sh.db+"."+objectTables[typ]+" (doc, version, created_at, updated_at) VALUES (?, 1, ?, ?)", doc, at, at)
-	if err != nil {
-		return model.Object{}, err
-	}
-	local, err := res.LastInsertId()
-	if err != nil {
-		return model.Object{}, err
-	}
-	id, err := idcodec.Encode(uint32(sh.n), typ, uint64(local))
-	if err != nil {
-		return model.Object{}, model.Errorf(model.EShardFull, "shard %d has no %s ids left", sh.n, typ)
-	}
-	return model.Object{ID: id, Type: typ, Version: 1, CreatedAt: at, UpdatedAt: at, Doc: doc}, nil
-}
-
-// row is an object as one shard table holds it.
-type row struct {
-	local   uint64
-	doc     []byte
-	version int64
-	created time.Time
-	updated time.Time
-}
-
-func (r row) object(sh shard, typ idcodec.Type) model.Object {
-	return model.Object{ID: idcodec.MustEncode(uint32(sh.n), typ, r.local), Type: typ, Version: r.version, CreatedAt: r.created, UpdatedAt: r.updated, Doc: r.doc}
-}
-
-// readRow reads one object row; lock is "", " FOR UPDATE" or " LOCK IN SHARE MODE".
-// A missing row is sql.ErrNoRows.
-func readRow(ctx context.Context, q sqlx.QueryerContext, sh shard, typ idcodec.Type, local uint64, lock string) (row, error) {
-	r := row{local: local}
-	err := q.QueryRowxContext(ctx, "SELECT doc, version, created_at, updated_at FROM "+sh.db+"."+objectTables[typ]+" WHERE local_id = ?"+lock, local).
-		Scan(&r.doc, &r.version, &r.created, &r.updated)
-	return r, err
-}
-
-// readLive reads and decodes a live object inside a transaction.
-func readLive(ctx context.Context, q sqlx.QueryerContext, op string, sh shard, typ idcodec.Type, local uint64, lock string) (row, model.Doc, error) {
-	r, err := readRow(ctx, q, sh, typ, local, lock)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, nil, notFound(op, typ)
-	}
-	if err != nil {
-		return r, nil, err
-	}
-	d, err := model.DecodeDoc(typ, r.doc)
-	if err != nil {
-		return r, nil, model.Wrap(op, model.EInternal, "", err)
-	}
-	if !d.IsActive() {
-		return r, nil, notFound(op, typ)
-	}
-	return r, d, nil
-}
 
 // encodeDoc validates d and encodes it for storage.
 func (s *Store) encodeDoc(op string, d model.Doc) ([]byte, error) {
@@ -147,6 +35,7 @@ func (s *Store) marshalDoc(op string, d model.Doc) ([]byte, error) {
 }
 
 // CreateUser places a new user on a random shard among the open ranges.
+// EInvalid or ETooLarge when the document does not validate.
 func (s *Store) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object, error) {
 	const op = "store.CreateUser"
 	doc.Active = true
@@ -154,11 +43,10 @@ func (s *Store) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object
 	if err != nil {
 		return model.Object{}, err
 	}
-	t := s.topo.Load()
-	sh, _ := t.route(t.open[rand.IntN(len(t.open))])
+	sh := s.router.Current().RandomOpen()
 	var obj model.Object
 	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
-		obj, err = insertObject(ctx, tx, sh, idcodec.TypeUser, b, now())
+		obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeUser, b, shardsql.Now())
 		return err
 	})
 	return obj, err
@@ -174,28 +62,29 @@ func (s *Store) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Obje
 	if err != nil {
 		return model.Object{}, err
 	}
-	sh, ownerLocal, err := s.resolve(op, uint64(doc.OwnerID), idcodec.TypeUser)
+	sh, ownerLocal, err := s.route(op, uint64(doc.OwnerID), idcodec.TypeUser)
 	if err != nil {
 		return model.Object{}, err
 	}
 	var obj model.Object
 	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
-		if _, _, err := readLive(ctx, tx, op, sh, idcodec.TypeUser, ownerLocal, " LOCK IN SHARE MODE"); err != nil {
+		if _, _, err := readLive(ctx, tx, op, sh, idcodec.TypeUser, ownerLocal, shardsql.ShareLock); err != nil {
 			return err
 		}
-		at := now()
-		if obj, err = insertObject(ctx, tx, sh, idcodec.TypeBoard, b, at); err != nil {
+		at := shardsql.Now()
+		if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeBoard, b, at); err != nil {
 			return err
 		}
-		_, err = addEdge(ctx, tx, sh, model.UserBoards, uint64(doc.OwnerID), obj.ID, at.UnixMilli())
+		_, err = shardsql.AddEdge(ctx, tx, sh.DB, model.UserBoards, uint64(doc.OwnerID), obj.ID, shardsql.Sequence(at))
 		return err
 	})
 	return obj, err
 }
 
 // CreatePin places the pin on its board's shard, owned by the board's
-// owner, and adds it to board_pins and user_pins in the same transaction;
-// then it caches the owner. actor, when not 0, is the user the request
+// owner, and adds it to board_pins and user_pins in the same transaction,
+// with its feed fan-out recorded as due in feed_outbox; then it caches the
+// owner and queues the fan-out. actor, when not 0, is the user the request
 // acts as: the board must be theirs, or the pin is refused with
 // EForbidden, checked on the board row the transaction reads. EInvalid
 // when board_id is no board's id; ENotFound when the board does not exist.
@@ -205,14 +94,14 @@ func (s *Store) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (
 	if err := doc.Validate(s.cfg.Limits); err != nil {
 		return model.Object{}, err
 	}
-	sh, boardLocal, err := s.resolve(op, uint64(doc.BoardID), idcodec.TypeBoard)
+	sh, boardLocal, err := s.route(op, uint64(doc.BoardID), idcodec.TypeBoard)
 	if err != nil {
 		return model.Object{}, err
 	}
 	var obj model.Object
 	var seq int64
 	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
-		_, bd, err := readLive(ctx, tx, op, sh, idcodec.TypeBoard, boardLocal, " LOCK IN SHARE MODE")
+		_, bd, err := readLive(ctx, tx, op, sh, idcodec.TypeBoard, boardLocal, shardsql.ShareLock)
 		if err != nil {
 			return err
 		}
@@ -224,21 +113,19 @@ func (s *Store) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (
 		if err != nil {
 			return err
 		}
-		at := now()
-		if obj, err = insertObject(ctx, tx, sh, idcodec.TypePin, b, at); err != nil {
+		at := shardsql.Now()
+		if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, b, at); err != nil {
 			return err
 		}
-		seq = at.UnixMilli()
-		if err = addEdges(ctx, tx, sh, obj.ID, seq, listEntry{model.BoardPins, uint64(doc.BoardID)}, listEntry{model.UserPins, uint64(doc.OwnerID)}); err != nil {
+		seq = shardsql.Sequence(at)
+		if err = shardsql.AddEdges(ctx, tx, sh.DB, obj.ID, seq, shardsql.ListRef{M: model.BoardPins, From: uint64(doc.BoardID)}, shardsql.ListRef{M: model.UserPins, From: uint64(doc.OwnerID)}); err != nil {
 			return err
 		}
-		// Durable until the fan-out to followers' feeds is written (feed.go).
-		_, err = tx.ExecContext(ctx, "INSERT INTO "+sh.db+".feed_outbox (pin_id, author_id, sequence, created_at) VALUES (?, ?, ?, ?)", obj.ID, uint64(doc.OwnerID), seq, at)
-		return err
+		return shardsql.InsertOutbox(ctx, tx, sh.DB, obj.ID, uint64(doc.OwnerID), seq, at)
 	})
 	if err == nil {
-		s.owners.set(ctx, obj.ID, uint64(doc.OwnerID))
-		s.feed.enqueue(feedJob{pin: obj.ID, author: uint64(doc.OwnerID), seq: seq, outbox: true})
+		s.owners.Set(ctx, obj.ID, uint64(doc.OwnerID))
+		s.feed.Enqueue(fanout.Job{Pin: obj.ID, Author: uint64(doc.OwnerID), Seq: seq, Outbox: true})
 	}
 	return obj, err
 }
@@ -255,20 +142,20 @@ func (s *Store) CreateComment(ctx context.Context, doc model.CommentDoc) (model.
 	if _, err := s.Get(ctx, uint64(doc.AuthorID), idcodec.TypeUser); err != nil {
 		return model.Object{}, err
 	}
-	sh, pinLocal, err := s.resolve(op, uint64(doc.PinID), idcodec.TypePin)
+	sh, pinLocal, err := s.route(op, uint64(doc.PinID), idcodec.TypePin)
 	if err != nil {
 		return model.Object{}, err
 	}
 	var obj model.Object
 	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
-		if _, _, err := readLive(ctx, tx, op, sh, idcodec.TypePin, pinLocal, " LOCK IN SHARE MODE"); err != nil {
+		if _, _, err := readLive(ctx, tx, op, sh, idcodec.TypePin, pinLocal, shardsql.ShareLock); err != nil {
 			return err
 		}
-		at := now()
-		if obj, err = insertObject(ctx, tx, sh, idcodec.TypeComment, b, at); err != nil {
+		at := shardsql.Now()
+		if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeComment, b, at); err != nil {
 			return err
 		}
-		_, err = addEdge(ctx, tx, sh, model.PinComments, uint64(doc.PinID), obj.ID, at.UnixMilli())
+		_, err = shardsql.AddEdge(ctx, tx, sh.DB, model.PinComments, uint64(doc.PinID), obj.ID, shardsql.Sequence(at))
 		return err
 	})
 	return obj, err
@@ -278,22 +165,17 @@ func (s *Store) CreateComment(ctx context.Context, doc model.CommentDoc) (model.
 // unknown, deleted or of another type; EInvalid when id is malformed.
 func (s *Store) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Object, error) {
 	const op = "store.Get"
-	sh, local, err := s.resolve(op, id, typ)
+	sh, local, err := s.route(op, id, typ)
 	if err != nil {
 		return model.Object{}, err
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	p := pointRead{sh: sh, typ: typ, local: local}
-	err = s.pointRead(ctx, &p)
-	r := p.r
-	if errors.Is(err, sql.ErrNoRows) || err == nil && !model.ActiveOf(r.doc) {
-		return model.Object{}, notFound(op, typ)
-	}
+	r, err := s.readPoint(ctx, op, sh, typ, local, 0)
 	if err != nil {
-		return model.Object{}, classify(op, sh.host, err)
+		return model.Object{}, err
 	}
-	return r.object(sh, typ), nil
+	return r.Row.Object(sh.DB, typ), nil
 }
 
 // Update reads the object, calls mutate with its document inside the
@@ -303,20 +185,17 @@ func (s *Store) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Obj
 // active flag may not change (EInvalid).
 func (s *Store) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func(doc []byte) ([]byte, error)) (model.Object, error) {
 	const op = "store.Update"
-	sh, local, err := s.resolve(op, id, typ)
+	sh, local, err := s.route(op, id, typ)
 	if err != nil {
 		return model.Object{}, err
 	}
 	var obj model.Object
 	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
-		r, old, err := readLive(ctx, tx, op, sh, typ, local, " FOR UPDATE")
+		r, old, err := lockVersion(ctx, tx, op, sh, typ, local, ifVersion)
 		if err != nil {
 			return err
 		}
-		if ifVersion != 0 && r.version != ifVersion {
-			return model.Wrap(op, model.EVersion, "the object has changed (version "+itoa(r.version)+")", nil)
-		}
-		raw, err := mutate(r.doc)
+		raw, err := mutate(r.Doc)
 		if err != nil {
 			return err
 		}
@@ -334,25 +213,35 @@ func (s *Store) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		if err != nil {
 			return err
 		}
-		at := now()
-		if _, err := tx.ExecContext(ctx, "UPDATE "+sh.db+"."+objectTables[typ]+" SET doc = ?, version = version + 1, updated_at = ? WHERE local_id = ?", b, at, local); err != nil {
+		at := shardsql.Now()
+		if err := shardsql.UpdateObject(ctx, tx, sh.DB, typ, local, b, at); err != nil {
 			return err
 		}
-		r.doc, r.version, r.updated = b, r.version+1, at
-		obj = r.object(sh, typ)
+		r.Doc, r.Version, r.Updated = b, r.Version+1, at
+		obj = r.Object(sh.DB, typ)
 		return nil
 	})
 	return obj, err
 }
 
+// lockVersion reads a live object for update and checks its version
+// (ifVersion 0: any). EVersion when it differs.
+func lockVersion(ctx context.Context, tx *sqlx.Tx, op string, sh topology.Shard, typ idcodec.Type, local uint64, ifVersion int64) (shardsql.Row, model.Doc, error) {
+	r, d, err := readLive(ctx, tx, op, sh, typ, local, shardsql.ForUpdate)
+	if err != nil {
+		return r, nil, err
+	}
+	if ifVersion != 0 && r.Version != ifVersion {
+		return r, nil, model.Wrap(op, model.EVersion, "the object has changed (version "+strconv.FormatInt(r.Version, 10)+")", nil)
+	}
+	return r, d, nil
+}
+
 // markDeleted soft-deletes one object in tx and returns its last live doc.
-func (s *Store) markDeleted(ctx context.Context, tx *sqlx.Tx, op string, sh shard, typ idcodec.Type, local uint64, ifVersion int64) (model.Doc, error) {
-	r, d, err := readLive(ctx, tx, op, sh, typ, local, " FOR UPDATE")
+func markDeleted(ctx context.Context, tx *sqlx.Tx, op string, sh topology.Shard, typ idcodec.Type, local uint64, ifVersion int64) (model.Doc, error) {
+	_, d, err := lockVersion(ctx, tx, op, sh, typ, local, ifVersion)
 	if err != nil {
 		return nil, err
-	}
-	if ifVersion != 0 && r.version != ifVersion {
-		return nil, model.Wrap(op, model.EVersion, "the object has changed (version "+itoa(r.version)+")", nil)
 	}
 	d.SetActive(false)
 	b, err := json.Marshal(d)
@@ -360,8 +249,5 @@ func (s *Store) markDeleted(ctx context.Context, tx *sqlx.Tx, op string, sh shar
 		return nil, err
 	}
 	d.SetActive(true)
-	_, err = tx.ExecContext(ctx, "UPDATE "+sh.db+"."+objectTables[typ]+" SET doc = ?, version = version + 1, updated_at = ? WHERE local_id = ?", b, now(), local)
-	return d, err
+	return d, shardsql.UpdateObject(ctx, tx, sh.DB, typ, local, b, shardsql.Now())
 }
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -24,19 +24,19 @@ func TestOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Written through on create: the cache already holds pa and pb.
-	cached, err := s.owners.cache.Get(ctx, []uint64{pa, pb, gone})
+	cached, err := s.ownerCache.Get(ctx, []uint64{pa, pb, gone})
 	if err != nil || cached[0] != a || cached[1] != b || cached[2] != 0 {
 		t.Fatalf("cache after create = %v, %v", cached, err)
 	}
 	// A miss is read through from MySQL and filled.
-	if err := s.owners.cache.Delete(ctx, pb); err != nil {
+	if err := s.ownerCache.Delete(ctx, pb); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Owners(ctx, []uint64{pa, pb, gone})
 	if err != nil || len(got) != 2 || got[pa] != a || got[pb] != b {
 		t.Fatalf("Owners = %v, %v", got, err)
 	}
-	if cached, _ := s.owners.cache.Get(ctx, []uint64{pb}); cached[0] != b {
+	if cached, _ := s.ownerCache.Get(ctx, []uint64{pb}); cached[0] != b {
 		t.Fatalf("miss not filled: %v", cached)
 	}
 	if _, err := s.Owners(ctx, []uint64{pa, a}); !model.IsCode(err, model.ENotFound) {
@@ -146,7 +146,7 @@ func waitUncached(t *testing.T, s *Store, pin uint64) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		cached, err := s.owners.cache.Get(ctx, []uint64{pin})
+		cached, err := s.ownerCache.Get(ctx, []uint64{pin})
 		if err == nil && cached[0] == 0 {
 			return
 		}
@@ -181,7 +181,7 @@ func deleteWhileRedisIsAway(t *testing.T) (s0, s *Store, m *shardmap.Map, proxy 
 		t.Fatal(err)
 	}
 	// Redis still holds the pair (the HDEL never reached it).
-	if cached, _ := s0.owners.cache.Get(ctx, []uint64{pin}); cached[0] != owner {
+	if cached, _ := s0.ownerCache.Get(ctx, []uint64{pin}); cached[0] != owner {
 		t.Fatalf("setup: the cache lost the entry already: %v", cached)
 	}
 	return s0, s, m, proxy, pin, owner
@@ -206,8 +206,8 @@ func TestDeletedPinLeavesTheCacheAfterItsServerIsGone(t *testing.T) {
 	}
 	waitFeed(t, s1)
 	var left int
-	sh, _, _ := s1.resolve("test", pin, idcodec.TypePin)
-	if err := sh.host.db.QueryRow("SELECT COUNT(*) FROM "+sh.db+".feed_outbox WHERE pin_id = ?", pin).Scan(&left); err != nil || left != 0 {
+	sh, _, _ := s1.route("test", pin, idcodec.TypePin)
+	if err := sh.Host.DB.QueryRow("SELECT COUNT(*) FROM "+sh.Name+".feed_outbox WHERE pin_id = ?", pin).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("feed_outbox rows of the pin left: %d %v", left, err)
 	}
 }

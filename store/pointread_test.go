@@ -2,34 +2,23 @@ package store
 
 import (
 	"bytes"
-	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 )
 
-// setLanes lets at most n point-read statements out to each host.
-func setLanes(s *Store, n int) {
-	for _, h := range s.topo.Load().hosts {
-		h.reads.mu.Lock()
-		h.reads.lanes = n
-		h.reads.mu.Unlock()
-	}
-}
-
 // Reads that queue behind a busy lane go out together, and each reader
 // gets exactly what a read of its own returns: objects of every type on
 // every shard, lists with their counts, a deleted pin, missing ids.
 func TestPointReadsBatchedAnswerAsAlone(t *testing.T) {
-	s, _ := openTest(t)
+	// One lane per host: reads alone while they come one at a time, and
+	// batched as soon as two overlap.
+	s, _ := openTestWith(t, func(c *Config) { c.PointReadLanes = 1 })
 	var users, boards, pins []uint64
 	for i := 0; i < 24; i++ {
 		u := mustUser(t, s, fmt.Sprintf("u%d", i))
@@ -90,8 +79,7 @@ func TestPointReadsBatchedAnswerAsAlone(t *testing.T) {
 		t.Fatalf("reads alone: %q … %q", want[0], want[len(want)-3])
 	}
 
-	setLanes(s, 1)
-	reads0, stmts0 := testutil.ToFloat64(s.readStats.reads), testutil.ToFloat64(s.readStats.statements)
+	reads0, stmts0 := testutil.ToFloat64(s.readStats.Reads), testutil.ToFloat64(s.readStats.Statements)
 	const rounds = 20
 	var wg sync.WaitGroup
 	errs := make(chan string, rounds*len(reads))
@@ -109,7 +97,7 @@ func TestPointReadsBatchedAnswerAsAlone(t *testing.T) {
 	for e := range errs {
 		t.Error(e)
 	}
-	n, stmts := testutil.ToFloat64(s.readStats.reads)-reads0, testutil.ToFloat64(s.readStats.statements)-stmts0
+	n, stmts := testutil.ToFloat64(s.readStats.Reads)-reads0, testutil.ToFloat64(s.readStats.Statements)-stmts0
 	// Every Get and List is one point read; the type mismatch never reaches MySQL.
 	if wantN := float64(rounds * (len(reads) - 1)); n != wantN {
 		t.Errorf("%v point reads, want %v", n, wantN)
@@ -118,84 +106,4 @@ func TestPointReadsBatchedAnswerAsAlone(t *testing.T) {
 		t.Errorf("%v reads in %v statements: not batched", n, stmts)
 	}
 	t.Logf("%v reads in %v statements", n, stmts)
-}
-
-// A batch whose statement MySQL refuses (here a shard's table is gone) is
-// read again row by row: only the reads on that shard fail.
-func TestPointBatchIsolatesABrokenShard(t *testing.T) {
-	s, m := openTest(t)
-	var good, bad uint64
-	for i := 0; (good == 0 || bad == 0) && i < 200; i++ {
-		switch u := mustUser(t, s, "x"); idcodec.ShardOf(u) {
-		case 2:
-			bad = u
-		case 5:
-			good = u
-		}
-	}
-	if good == 0 || bad == 0 {
-		t.Fatal("no users on shards 2 and 5")
-	}
-	if _, err := s.topo.Load().hosts[0].db.Exec("DROP TABLE " + m.DBName(2) + ".users"); err != nil {
-		t.Fatal(err)
-	}
-	read := func(id uint64) *pointRead {
-		sh, local, err := s.resolve("test", id, idcodec.TypeUser)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &pointRead{sh: sh, typ: idcodec.TypeUser, local: local, done: make(chan struct{}, 1)}
-	}
-	g, b := read(good), read(bad)
-	s.runPointBatch([]*pointRead{g, b}, nil)
-	var myErr *mysql.MySQLError
-	if g.err != nil || g.r.version != 1 || !bytes.Contains(g.r.doc, []byte(`"username":"x"`)) {
-		t.Fatalf("read on the healthy shard: %+v, %v", g.r, g.err)
-	}
-	if !errors.As(b.err, &myErr) || myErr.Number != 1146 {
-		t.Fatalf("read on the broken shard: %v", b.err)
-	}
-	if _, err := s.Get(ctx, bad, idcodec.TypeUser); !model.IsCode(err, model.EUnavailable) {
-		t.Fatalf("Get on the broken shard: %v", err)
-	}
-}
-
-// A queued read whose caller gives up leaves the queue at once, and the
-// lane works afterwards.
-func TestPointReadLeavesTheQueueWhenCancelled(t *testing.T) {
-	s, _ := openTest(t)
-	u := mustUser(t, s, "x")
-	sh, _, err := s.resolve("test", u, idcodec.TypeUser)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := sh.host.reads
-	q.mu.Lock()
-	q.busy = q.lanes // every lane taken by statements that never end
-	q.mu.Unlock()
-	c, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	if _, err := s.Get(c, u, idcodec.TypeUser); !model.IsCode(err, model.EUnavailable) {
-		t.Fatalf("Get with every lane busy: %v", err)
-	}
-	if el := time.Since(start); el > 2*time.Second {
-		t.Fatalf("the cancelled read returned after %v", el)
-	}
-	q.mu.Lock()
-	left := len(q.queue)
-	q.mu.Unlock()
-	if left != 0 {
-		t.Fatalf("%d reads left in the queue", left)
-	}
-	s.nextPointBatch(q) // one of the lanes comes free
-	if _, err := s.Get(ctx, u, idcodec.TypeUser); err != nil {
-		t.Fatal(err)
-	}
-	q.mu.Lock()
-	busy := q.busy
-	q.mu.Unlock()
-	if busy != q.lanes-1 {
-		t.Fatalf("%d lanes busy, want %d", busy, q.lanes-1)
-	}
 }

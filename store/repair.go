@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/shardsql"
+	"github.com/pinstore/pinstore/store/topology"
 )
 
 // RepairReport counts what Repair found for one inverse pair of mappings.
@@ -27,9 +28,11 @@ type RepairReport struct {
 // add racing a delete had not finished); a forward row without its inverse
 // gets the inverse (the add had not finished); an inverse row without its
 // forward row is removed (the remove had not finished). Counts change with
-// the rows, in the same transactions. With dryRun it only counts. It is safe to run while clients
-// write; a pair changed during the run is settled by the next run.
+// the rows, in the same transactions. With dryRun it only counts. It is
+// safe to run while clients write; a pair changed during the run is
+// settled by the next run.
 func (s *Store) Repair(ctx context.Context, dryRun bool, progress io.Writer) ([]RepairReport, error) {
+	const op = "store.Repair"
 	var out []RepairReport
 	for _, fwd := range model.Mappings() {
 		inv, ok := fwd.Inverse()
@@ -39,7 +42,7 @@ func (s *Store) Repair(ctx context.Context, dryRun bool, progress io.Writer) ([]
 		rep := RepairReport{Mapping: fwd.String()}
 		// Pass 1: forward rows with a deleted end, and forward rows whose
 		// inverse is missing.
-		dead := func(rows []pairRow) ([]pairRow, error) {
+		dead := func(rows []shardsql.PairRow) ([]shardsql.PairRow, error) {
 			live, gone, err := s.splitLive(ctx, fwd, rows)
 			if err != nil {
 				return nil, err
@@ -49,38 +52,31 @@ func (s *Store) Repair(ctx context.Context, dryRun bool, progress io.Writer) ([]
 				return live, nil
 			}
 			for _, e := range gone {
-				if err := s.removePair(ctx, "store.Repair", fwd, e.from, e.to); err != nil {
+				if err := s.removePair(ctx, op, fwd, e.From, e.To); err != nil {
 					return nil, err
 				}
 			}
 			return live, nil
 		}
-		if err := s.scanPairs(ctx, fwd, inv, &rep.Checked, dead, func(sh shard, e pairRow) error {
+		if err := s.scanPairs(ctx, fwd, inv, &rep.Checked, dead, func(sh topology.Shard, e shardsql.PairRow) error {
 			rep.MissingInverse++
 			if dryRun {
 				return nil
 			}
-			return s.inTx(ctx, "store.Repair", sh, func(tx *sqlx.Tx) error {
-				_, err := addEdge(ctx, tx, sh, inv, e.to, e.from, e.seq)
+			return s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+				_, err := shardsql.AddEdge(ctx, tx, sh.DB, inv, e.To, e.From, e.Seq)
 				return err
 			})
 		}); err != nil {
 			return out, err
 		}
 		// Pass 2: inverse rows whose forward row is missing.
-		if err := s.scanPairs(ctx, inv, fwd, &rep.Checked, nil, func(_ shard, e pairRow) error {
+		if err := s.scanPairs(ctx, inv, fwd, &rep.Checked, nil, func(_ topology.Shard, e shardsql.PairRow) error {
 			rep.OrphanInverse++
 			if dryRun {
 				return nil
 			}
-			sh, _, err := s.resolve("store.Repair", e.from, inv.From())
-			if err != nil {
-				return err
-			}
-			return s.inTx(ctx, "store.Repair", sh, func(tx *sqlx.Tx) error {
-				_, err := removeEdge(ctx, tx, sh, inv, e.from, e.to)
-				return err
-			})
+			return s.removeEdge(ctx, op, inv, e.From, e.To)
 		}); err != nil {
 			return out, err
 		}
@@ -92,19 +88,14 @@ func (s *Store) Repair(ctx context.Context, dryRun bool, progress io.Writer) ([]
 	return out, nil
 }
 
-type pairRow struct {
-	from, to uint64
-	seq      int64
-}
-
 // splitLive splits forward rows of fwd into those whose both ends are live
 // objects and those with a deleted (or never created) end.
-func (s *Store) splitLive(ctx context.Context, fwd model.Mapping, rows []pairRow) (live, gone []pairRow, err error) {
+func (s *Store) splitLive(ctx context.Context, fwd model.Mapping, rows []shardsql.PairRow) (live, gone []shardsql.PairRow, err error) {
 	alive := map[uint64]bool{}
 	for _, side := range []struct {
 		typ idcodec.Type
-		id  func(pairRow) uint64
-	}{{fwd.From(), func(r pairRow) uint64 { return r.from }}, {fwd.To(), func(r pairRow) uint64 { return r.to }}} {
+		id  func(shardsql.PairRow) uint64
+	}{{fwd.From(), func(r shardsql.PairRow) uint64 { return r.From }}, {fwd.To(), func(r shardsql.PairRow) uint64 { return r.To }}} {
 		seen := map[uint64]bool{}
 		var ids []uint64
 		for _, r := range rows {
@@ -124,7 +115,7 @@ func (s *Store) splitLive(ctx context.Context, fwd model.Mapping, rows []pairRow
 		}
 	}
 	for _, r := range rows {
-		if alive[r.from] && alive[r.to] {
+		if alive[r.From] && alive[r.To] {
 			live = append(live, r)
 		} else {
 			gone = append(gone, r)
@@ -136,46 +127,24 @@ func (s *Store) splitLive(ctx context.Context, fwd model.Mapping, rows []pairRow
 // scanPairs reads every row of m on every shard, in batches, keeps those
 // that keep (nil: all) returns, and calls missing(shardOfOtherSide, row)
 // for each row whose mirror in other (to → from) does not exist.
-func (s *Store) scanPairs(ctx context.Context, m, other model.Mapping, checked *int, keep func([]pairRow) ([]pairRow, error), missing func(shard, pairRow) error) error {
+func (s *Store) scanPairs(ctx context.Context, m, other model.Mapping, checked *int, keep func([]shardsql.PairRow) ([]shardsql.PairRow, error), missing func(topology.Shard, shardsql.PairRow) error) error {
 	const op = "store.Repair"
-	const batch = 1000
-	t := s.topo.Load()
-	for n := range t.shards {
-		sh, _ := t.route(n)
-		var lastFrom, lastTo uint64
-		for {
-			rows, err := sh.host.db.QueryxContext(ctx, "SELECT from_id, to_id, sequence FROM "+sh.db+"."+m.Table()+
-				" WHERE from_id > ? OR (from_id = ? AND to_id > ?) ORDER BY from_id, to_id LIMIT ?", lastFrom, lastFrom, lastTo, batch)
-			if err != nil {
-				return classify(op, sh.host, err)
-			}
-			var got []pairRow
-			for rows.Next() {
-				var r pairRow
-				if err := rows.Scan(&r.from, &r.to, &r.seq); err != nil {
-					rows.Close()
-					return classify(op, sh.host, err)
-				}
-				got = append(got, r)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return classify(op, sh.host, err)
-			}
+	t := s.router.Current()
+	for n := range t.Len() {
+		sh, _ := t.Shard(n)
+		err := scanTable(ctx, sh, m.Table(), 1000, func(got []shardsql.PairRow) error {
 			*checked += len(got)
 			check := got
 			if keep != nil {
+				var err error
 				if check, err = keep(got); err != nil {
 					return err
 				}
 			}
-			if err := s.checkMirrors(ctx, t, other, check, missing); err != nil {
-				return err
-			}
-			if len(got) < batch {
-				break
-			}
-			lastFrom, lastTo = got[len(got)-1].from, got[len(got)-1].to
+			return s.checkMirrors(ctx, t, other, check, missing)
+		})
+		if err != nil {
+			return classify(op, sh, err)
 		}
 	}
 	return nil
@@ -183,45 +152,28 @@ func (s *Store) scanPairs(ctx context.Context, m, other model.Mapping, checked *
 
 // checkMirrors looks up the mirror (to → from) of every row in other, one
 // statement per shard, and reports the rows whose mirror is missing.
-func (s *Store) checkMirrors(ctx context.Context, t *layout, other model.Mapping, rows []pairRow, missing func(shard, pairRow) error) error {
+func (s *Store) checkMirrors(ctx context.Context, t *topology.Topology, other model.Mapping, rows []shardsql.PairRow, missing func(topology.Shard, shardsql.PairRow) error) error {
 	const op = "store.Repair"
-	byShard := map[int][]pairRow{}
+	byShard := map[int][]shardsql.PairRow{}
 	for _, r := range rows {
-		n := int(idcodec.ShardOf(r.to))
+		n := int(idcodec.ShardOf(r.To))
 		byShard[n] = append(byShard[n], r)
 	}
 	for n, rs := range byShard {
-		sh, err := t.route(n)
+		sh, err := t.Shard(n)
 		if err != nil {
 			continue // the other side is on no configured shard: nothing to mirror to
 		}
-		var q strings.Builder
-		q.WriteString("SELECT from_id, to_id FROM " + sh.db + "." + other.Table() + " WHERE (from_id, to_id) IN (")
-		args := make([]any, 0, 2*len(rs))
+		mirrors := make([][2]uint64, len(rs))
 		for i, r := range rs {
-			if i > 0 {
-				q.WriteByte(',')
-			}
-			q.WriteString("(?,?)")
-			args = append(args, r.to, r.from)
+			mirrors[i] = [2]uint64{r.To, r.From}
 		}
-		q.WriteByte(')')
-		found := map[[2]uint64]bool{}
-		res, err := sh.host.db.QueryContext(ctx, q.String(), args...)
+		found, err := shardsql.ExistingPairs(ctx, sh.Host.DB, sh.DB, other, mirrors)
 		if err != nil {
-			return classify(op, sh.host, err)
+			return classify(op, sh, err)
 		}
-		for res.Next() {
-			var k [2]uint64
-			if err := res.Scan(&k[0], &k[1]); err != nil {
-				res.Close()
-				return classify(op, sh.host, err)
-			}
-			found[k] = true
-		}
-		res.Close()
 		for _, r := range rs {
-			if !found[[2]uint64{r.to, r.from}] {
+			if !found[[2]uint64{r.To, r.From}] {
 				if err := missing(sh, r); err != nil {
 					return err
 				}

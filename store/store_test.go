@@ -351,13 +351,13 @@ func TestFollowLikeDeleteAndRepair(t *testing.T) {
 	}
 
 	// Break the pair both ways behind the store's back, then repair.
-	shC, _, _ := s.resolve("", c, idcodec.TypeUser)
-	if _, err := shC.host.db.Exec("DELETE FROM "+shC.db+".user_followers WHERE from_id = ?", c); err != nil {
+	shC, _, _ := s.route("", c, idcodec.TypeUser)
+	if _, err := shC.Host.DB.Exec("DELETE FROM "+shC.Name+".user_followers WHERE from_id = ?", c); err != nil {
 		t.Fatal(err)
 	}
 	d := mustUser(t, s, "d")
-	shD, _, _ := s.resolve("", d, idcodec.TypeUser)
-	if _, err := shD.host.db.Exec("INSERT INTO "+shD.db+".user_followers (from_id, to_id, sequence) VALUES (?, ?, 1)", d, a); err != nil {
+	shD, _, _ := s.route("", d, idcodec.TypeUser)
+	if _, err := shD.Host.DB.Exec("INSERT INTO "+shD.Name+".user_followers (from_id, to_id, sequence) VALUES (?, ?, 1)", d, a); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := s.Repair(ctx, false, nil)
@@ -390,11 +390,11 @@ func TestRepairRemovesPairsWithADeletedEnd(t *testing.T) {
 	if err := s.AddMapping(ctx, model.UserLikes, a, pin); err != nil {
 		t.Fatal(err)
 	}
-	shP, _, _ := s.resolve("", pin, idcodec.TypePin)
-	if _, err := shP.host.db.Exec("DELETE FROM "+shP.db+".pin_likers WHERE from_id = ?", pin); err != nil {
+	shP, _, _ := s.route("", pin, idcodec.TypePin)
+	if _, err := shP.Host.DB.Exec("DELETE FROM "+shP.Name+".pin_likers WHERE from_id = ?", pin); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := shP.host.db.Exec("UPDATE "+shP.db+".mapping_counts SET n = n - 1 WHERE from_id = ? AND mapping = ?", pin, uint8(model.PinLikers)); err != nil {
+	if _, err := shP.Host.DB.Exec("UPDATE "+shP.Name+".mapping_counts SET n = n - 1 WHERE from_id = ? AND mapping = ?", pin, uint8(model.PinLikers)); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Delete(ctx, pin, idcodec.TypePin, 0); err != nil {
@@ -462,8 +462,8 @@ func TestShardFullLeavesNothing(t *testing.T) {
 	s, _ := openTest(t)
 	u := mustUser(t, s, "full")
 	b := mustBoard(t, s, u)
-	sh, _, _ := s.resolve("", b, idcodec.TypeBoard)
-	if _, err := sh.host.db.Exec("ALTER TABLE " + sh.db + ".pins AUTO_INCREMENT = 68719476736"); err != nil {
+	sh, _, _ := s.route("", b, idcodec.TypeBoard)
+	if _, err := sh.Host.DB.Exec("ALTER TABLE " + sh.Name + ".pins AUTO_INCREMENT = 68719476736"); err != nil {
 		t.Fatal(err)
 	}
 	_, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(b)}, 0)
@@ -471,8 +471,8 @@ func TestShardFullLeavesNothing(t *testing.T) {
 		t.Fatalf("create past 2^36: %v", err)
 	}
 	var pins, maps int
-	sh.host.db.QueryRow("SELECT COUNT(*) FROM " + sh.db + ".pins").Scan(&pins)
-	sh.host.db.QueryRow("SELECT COUNT(*) FROM " + sh.db + ".board_pins").Scan(&maps)
+	sh.Host.DB.QueryRow("SELECT COUNT(*) FROM " + sh.Name + ".pins").Scan(&pins)
+	sh.Host.DB.QueryRow("SELECT COUNT(*) FROM " + sh.Name + ".board_pins").Scan(&maps)
 	if pins != 0 || maps != 0 || count(t, s, model.BoardPins, b) != 0 {
 		t.Fatalf("a failed create left %d pins, %d board_pins rows", pins, maps)
 	}
@@ -514,9 +514,9 @@ func TestBadCreatesWriteNothing(t *testing.T) {
 			t.Fatalf("%s: %v, want %s", c.name, err, c.code)
 		}
 	}
-	sh, _, _ := s.resolve("", u, idcodec.TypeUser)
+	sh, _, _ := s.route("", u, idcodec.TypeUser)
 	var n int
-	sh.host.db.QueryRow("SELECT (SELECT COUNT(*) FROM " + sh.db + ".pins) + (SELECT COUNT(*) FROM " + sh.db + ".boards) + (SELECT COUNT(*) FROM " + sh.db + ".board_pins)").Scan(&n)
+	sh.Host.DB.QueryRow("SELECT (SELECT COUNT(*) FROM " + sh.Name + ".pins) + (SELECT COUNT(*) FROM " + sh.Name + ".boards) + (SELECT COUNT(*) FROM " + sh.Name + ".board_pins)").Scan(&n)
 	if n != 1 { // the one board
 		t.Fatalf("bad creates left rows: %d", n)
 	}
@@ -524,12 +524,13 @@ func TestBadCreatesWriteNothing(t *testing.T) {
 
 func TestMigrateResumes(t *testing.T) {
 	s, m := openTest(t)
-	h := s.topo.Load().shards[3]
+	sh3, _ := s.router.Current().Shard(3)
+	h := sh3.Host
 	// Simulate an interruption: shard 3 lost a table and its version row.
-	if _, err := h.db.Exec("DROP TABLE " + m.DBName(3) + ".pin_comments"); err != nil {
+	if _, err := h.DB.Exec("DROP TABLE " + m.DBName(3) + ".pin_comments"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.db.Exec("DELETE FROM " + m.DBName(3) + ".schema_migrations"); err != nil {
+	if _, err := h.DB.Exec("DELETE FROM " + m.DBName(3) + ".schema_migrations"); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
@@ -540,7 +541,7 @@ func TestMigrateResumes(t *testing.T) {
 		t.Fatalf("progress %q", out.String())
 	}
 	var v int
-	if err := h.db.QueryRow("SELECT COUNT(*) FROM " + m.DBName(3) + ".pin_comments").Scan(&v); err != nil {
+	if err := h.DB.QueryRow("SELECT COUNT(*) FROM " + m.DBName(3) + ".pin_comments").Scan(&v); err != nil {
 		t.Fatalf("table not restored: %v", err)
 	}
 }

@@ -1,14 +1,12 @@
 package store
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -98,24 +96,6 @@ func openFile(t *testing.T, f fileMap, qt time.Duration, migrate bool) *Store {
 	return s
 }
 
-// syncBuffer is a log sink safe for the watcher goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // eventually polls cond every 10ms until it holds or d passes.
 func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -131,13 +111,13 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 func TestWatchMapReloads(t *testing.T) {
 	f := newFileMap(t, []string{testenv.MySQLDSN(t)}, "{shards: 0-3, host: h0}", "{shards: 4-7, host: h0}")
 	s := openFile(t, f, 0, true)
-	var logs syncBuffer
+	var logs testenv.LogBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	wctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.WatchMap(wctx, 20*time.Millisecond, logger)
+		s.Router().Watch(wctx, 20*time.Millisecond, logger)
 	}()
 	defer func() {
 		cancel()
@@ -150,7 +130,7 @@ func TestWatchMapReloads(t *testing.T) {
 	if !low {
 		ro = []string{"{shards: 0-3, host: h0}", "{shards: 4-7, host: h0, read_only: true}"}
 	}
-	v0 := s.MapVersion()
+	v0 := s.Map().Version()
 	canWrite := func() error {
 		_, err := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(u), Name: "b"})
 		return err
@@ -166,7 +146,7 @@ func TestWatchMapReloads(t *testing.T) {
 	if _, err := s.Get(ctx, u, idcodec.TypeUser); err != nil {
 		t.Fatalf("read during read-only: %v", err)
 	}
-	v1 := s.MapVersion()
+	v1 := s.Map().Version()
 	if v1 == v0 || len(v1) != 12 {
 		t.Fatalf("versions %q → %q", v0, v1)
 	}
@@ -185,10 +165,10 @@ func TestWatchMapReloads(t *testing.T) {
 		eventually(t, 2*time.Second, bad.name+": no error logged", func() bool {
 			return strings.Count(logs.String(), "level=ERROR") > 0 && strings.Contains(logs.String(), bad.why)
 		})
-		if s.MapVersion() != v1 {
-			t.Fatalf("%s: the map changed to %s", bad.name, s.MapVersion())
+		if s.Map().Version() != v1 {
+			t.Fatalf("%s: the map changed to %s", bad.name, s.Map().Version())
 		}
-		if err := s.ReloadFile(); err == nil || !strings.Contains(err.Error(), bad.why) {
+		if err := s.Router().ReloadFile(); err == nil || !strings.Contains(err.Error(), bad.why) {
 			t.Fatalf("%s: ReloadFile = %v", bad.name, err)
 		}
 		if !model.IsCode(canWrite(), model.EMoving) {
@@ -202,62 +182,7 @@ func TestWatchMapReloads(t *testing.T) {
 	// Back to writable.
 	f.write(t, "{shards: 0-3, host: h0}", "{shards: 4-7, host: h0}")
 	eventually(t, 2*time.Second, "the writable map is not in force", func() bool { return canWrite() == nil })
-	if s.MapVersion() != v0 {
-		t.Fatalf("version %s, want the first map's %s", s.MapVersion(), v0)
-	}
-}
-
-func TestReloadFile(t *testing.T) {
-	f := newFileMap(t, []string{testenv.MySQLDSN(t)}, "{shards: 0-7, host: h0}")
-	s := openFile(t, f, 0, false)
-	f.write(t, "{shards: 0-3, host: h0}", "{shards: 4-7, host: h0, open: false}")
-	if err := s.ReloadFile(); err != nil {
-		t.Fatal(err)
-	}
-	if r, _ := s.Map().RangeOf(5); r.IsOpen() {
-		t.Fatalf("range %+v still open", r)
-	}
-	os.Remove(f.path)
-	if err := s.ReloadFile(); err == nil {
-		t.Fatal("no error for a missing file")
-	}
-	if r, _ := s.Map().RangeOf(5); r.IsOpen() {
-		t.Fatal("map changed")
-	}
-
-	m, _ := shardmap.SingleHost(testenv.MySQLDSN(t), testShards, f.prefix)
-	plain, err := Open(context.Background(), Config{Map: m, CursorSecret: []byte("x"), Redis: RedisConfig{Disabled: true}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plain.Close()
-	if err := plain.ReloadFile(); err == nil || !strings.Contains(err.Error(), "PINSTORE_SHARD_MAP") {
-		t.Fatalf("ReloadFile without a file = %v", err)
-	}
-}
-
-func TestMapPollFromEnv(t *testing.T) {
-	for _, tt := range []struct {
-		in   string
-		want time.Duration
-		err  bool
-	}{{"", DefaultMapPoll, false}, {"500ms", 500 * time.Millisecond, false}, {"0s", 0, true}, {"soon", 0, true}} {
-		got, err := MapPollFromEnv(func(string) string { return tt.in })
-		if got != tt.want || (err != nil) != tt.err {
-			t.Errorf("%q: %v, %v", tt.in, got, err)
-		}
-	}
-}
-
-func TestFeedSweepFromEnv(t *testing.T) {
-	for _, tt := range []struct {
-		in   string
-		want time.Duration
-		err  bool
-	}{{"", DefaultFeedSweep, false}, {"30s", 30 * time.Second, false}, {"0", 0, false}, {"-1s", 0, true}, {"often", 0, true}} {
-		got, err := FeedSweepFromEnv(func(string) string { return tt.in })
-		if got != tt.want || (err != nil) != tt.err {
-			t.Errorf("%q: %v, %v", tt.in, got, err)
-		}
+	if s.Map().Version() != v0 {
+		t.Fatalf("version %s, want the first map's %s", s.Map().Version(), v0)
 	}
 }

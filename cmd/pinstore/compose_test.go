@@ -9,8 +9,6 @@ import (
 	"github.com/pinstore/pinstore/store/shardmap"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/pinstore/pinstore/store"
 )
 
 // composeFile is the part of docker-compose.yml this test reads.
@@ -66,7 +64,7 @@ func TestDockerCompose(t *testing.T) {
 		}
 		return v
 	}
-	cfg, err := store.ConfigFromEnv(getenv)
+	cfg, err := storeConfig(getenv)
 	if err != nil {
 		t.Fatalf("the api's configuration does not load: %v", err)
 	}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/pinstore/pinstore/model"
-	"github.com/pinstore/pinstore/store"
 	"github.com/pinstore/pinstore/store/reshard"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
@@ -52,24 +51,22 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return fmt.Errorf("move-shards: --range: %w", err)
 	}
-	if getenv("PINSTORE_SHARD_MAP") == "" {
-		return errors.New("move-shards: PINSTORE_SHARD_MAP must name the shard map file the servers read")
-	}
-	poll, err := store.MapPollFromEnv(getenv)
+	poll, err := mapPoll(getenv)
 	if err != nil {
 		return fmt.Errorf("move-shards: %w", err)
+	}
+	cfg, err := storeConfig(getenv)
+	if err != nil {
+		return fmt.Errorf("move-shards: %w", err)
+	}
+	if cfg.MapFile == "" {
+		return errors.New("move-shards: PINSTORE_SHARD_MAP must name the shard map file the servers read")
 	}
 	var confirm func(context.Context, string) error
 	if *servers != "" {
-		if confirm, err = confirmServers(*servers, getenv("PINSTORE_ADMIN_TOKEN"), *confirmWait); err != nil {
+		if confirm, err = confirmServers(*servers, adminToken(getenv), *confirmWait); err != nil {
 			return fmt.Errorf("move-shards: --servers: %w", err)
 		}
-	}
-	// The servers' configuration: the map file, the shard count and prefix
-	// it defaults to, the pool size.
-	cfg, err := store.ConfigFromEnv(getenv)
-	if err != nil {
-		return fmt.Errorf("move-shards: %w", err)
 	}
 	rep, err := reshard.Move(ctx, reshard.Options{
 		First: first, Last: last, To: *to,

@@ -41,22 +41,19 @@ const shutdownTimeout = 15 * time.Second
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	defaultAddr := getenv("PINSTORE_ADDR")
-	if defaultAddr == "" {
-		defaultAddr = ":8080"
-	}
-	addr := fs.String("addr", defaultAddr, "address to listen on (env PINSTORE_ADDR)")
+	env := readServeEnv(getenv)
+	addr := fs.String("addr", env.addr, "address to listen on (env PINSTORE_ADDR)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
 	}
-	logger, err := serveLogger(getenv("PINSTORE_LOG_LEVEL"), stderr)
+	logger, err := serveLogger(env.logLevel, stderr)
 	if err != nil {
 		return err
 	}
-	authMW, err := serveAuth(getenv, *addr, logger) // token.go: refuses to start without tokens
+	authMW, err := serveAuth(env.auth, *addr, logger) // token.go: refuses to start without tokens
 	if err != nil {
 		return err
 	}
@@ -64,13 +61,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	cfg, err := store.ConfigFromEnv(getenv)
+	cfg, err := storeConfig(getenv)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	cfg.Logger = logger
 	cfg.Registerer = reg
-	if cfg.FeedSweep, err = store.FeedSweepFromEnv(getenv); err != nil {
+	if cfg.FeedSweep, err = feedSweep(getenv); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	st, err := store.Open(ctx, cfg)
@@ -86,11 +83,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if cfg.MapFile != "" {
 		// The operator edits the map while pinstore runs: poll the file, and
 		// reload at once on SIGHUP. A malformed map is logged and ignored.
-		every, err := store.MapPollFromEnv(getenv)
+		every, err := mapPoll(getenv)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
-		go st.WatchMap(ctx, every, logger)
+		go st.Router().Watch(ctx, every, logger)
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
@@ -100,16 +97,16 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 				case <-ctx.Done():
 					return
 				case <-hup:
-					if err := st.ReloadFile(); err != nil {
+					if err := st.Router().ReloadFile(); err != nil {
 						logger.Error("shard map reload on SIGHUP failed; the old map stays in force", "error", err.Error())
 					} else {
-						logger.Info("shard map reloaded on SIGHUP", "version", st.MapVersion())
+						logger.Info("shard map reloaded on SIGHUP", "version", st.Map().Version())
 					}
 				}
 			}
 		}()
 	}
-	if dbg := getenv("PINSTORE_DEBUG_ADDR"); dbg != "" {
+	if dbg := env.debugAddr; dbg != "" {
 		if err := serveDebug(ctx, dbg, logger); err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}

@@ -57,7 +57,7 @@ func runTokenMint(args []string, getenv func(string) string, now time.Time, stdo
 	if *ttl <= 0 {
 		return fmt.Errorf("token mint: --ttl must be positive")
 	}
-	secret := getenv("PINSTORE_TOKEN_SECRET")
+	secret := readAuthEnv(getenv).tokenSecret
 	if secret == "" {
 		return errors.New("token mint: PINSTORE_TOKEN_SECRET is not set (the server's user token secret)")
 	}
@@ -135,8 +135,8 @@ type authConfig struct {
 // token it refuses, unless PINSTORE_DEV=true; development mode listens on
 // loopback only. It returns the middleware for api.Config.Auth, nil when
 // auth is off. Errors never hold a secret.
-func serveAuth(getenv func(string) string, addr string, logger *slog.Logger) (func(http.Handler) http.Handler, error) {
-	c, err := loadAuthConfig(getenv, addr)
+func serveAuth(env authEnv, addr string, logger *slog.Logger) (func(http.Handler) http.Handler, error) {
+	c, err := loadAuthConfig(env, addr)
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
@@ -152,9 +152,9 @@ func serveAuth(getenv func(string) string, addr string, logger *slog.Logger) (fu
 	return auth.Middleware(c.auth, api.AuthFailure(logger)), nil
 }
 
-func loadAuthConfig(getenv func(string) string, addr string) (authConfig, error) {
+func loadAuthConfig(env authEnv, addr string) (authConfig, error) {
 	var c authConfig
-	if v := getenv("PINSTORE_DEV"); v != "" {
+	if v := env.dev; v != "" {
 		dev, err := strconv.ParseBool(v)
 		if err != nil {
 			return c, fmt.Errorf("PINSTORE_DEV: %q is not true or false", v)
@@ -165,14 +165,14 @@ func loadAuthConfig(getenv func(string) string, addr string) (authConfig, error)
 		return c, fmt.Errorf("development mode (PINSTORE_DEV=true) listens on loopback only; --addr %q is not a loopback address (use 127.0.0.1:PORT)", addr)
 	}
 	c.rate, c.burst = auth.DefaultRate, 0
-	if v := getenv("PINSTORE_RATE_LIMIT"); v != "" {
+	if v := env.rateLimit; v != "" {
 		r, err := strconv.ParseFloat(v, 64)
 		if err != nil || r < 0 || r != r {
 			return c, fmt.Errorf("PINSTORE_RATE_LIMIT: %q is not a number of requests per second (0: no limit)", v)
 		}
 		c.rate = r
 	}
-	if v := getenv("PINSTORE_RATE_BURST"); v != "" {
+	if v := env.rateBurst; v != "" {
 		b, err := strconv.Atoi(v)
 		if err != nil || b < 1 {
 			return c, fmt.Errorf("PINSTORE_RATE_BURST: %q is not a positive integer", v)
@@ -183,7 +183,7 @@ func loadAuthConfig(getenv func(string) string, addr string) (authConfig, error)
 		c.burst = max(1, int(2*c.rate))
 	}
 	cfg := auth.Config{Rate: c.rate, Burst: c.burst}
-	if path := getenv("PINSTORE_TOKENS_FILE"); path != "" {
+	if path := env.tokensFile; path != "" {
 		st, err := auth.LoadServiceTokens(path)
 		if err != nil {
 			return c, fmt.Errorf("PINSTORE_TOKENS_FILE: %w", err)
@@ -191,7 +191,7 @@ func loadAuthConfig(getenv func(string) string, addr string) (authConfig, error)
 		cfg.Service = st
 		c.services = st.Len()
 	}
-	if s := getenv("PINSTORE_TOKEN_SECRET"); s != "" {
+	if s := env.tokenSecret; s != "" {
 		cfg.UserSecret = []byte(s)
 		c.userToken = true
 	}

@@ -17,7 +17,7 @@ import (
 // openStore opens the store the environment describes, for operator
 // commands (no Redis needed: they work on MySQL alone).
 func openStore(ctx context.Context, getenv func(string) string, stderr io.Writer) (*store.Store, error) {
-	cfg, err := store.ConfigFromEnv(getenv)
+	cfg, err := storeConfig(getenv)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store"
 	"github.com/pinstore/pinstore/store/reshard"
+	"github.com/pinstore/pinstore/store/topology"
 )
 
 // TestMoveShardsBench measures a move of PINSTORE_BENCH_MOVE_SHARDS shards
@@ -109,12 +110,12 @@ func TestMoveShardsBench(t *testing.T) {
 	// Open h1's range so that new users have somewhere to go while the
 	// moving range is read-only.
 	f.write(t, fmt.Sprintf("{shards: 0-%d, host: h0}", n-1), fmt.Sprintf("{shards: %d-%d, host: h1}", n, n+3))
-	if err := s.ReloadFile(); err != nil {
+	if err := s.Router().ReloadFile(); err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go s.WatchMap(wctx, store.DefaultMapPoll, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	go s.Router().Watch(wctx, topology.DefaultMapPoll, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	ld := newLoad()
 	var acked, refused atomic.Int64
 	var wrote sync.Mutex
@@ -149,7 +150,7 @@ func TestMoveShardsBench(t *testing.T) {
 		t.Fatalf("%d of %d acknowledged pins readable", got, len(ackedPins))
 	}
 	t.Logf("BENCH move-shards: %d shards, %d rows (%d pins seeded); copy %v; writes held off %v (settle %v + final pass and verify %v); total %v; writers: %d pins acknowledged, %d refused while held",
-		rep.Shards, rep.Rows, seeded.Load(), round(rep.Copy), round(rep.Held), store.DefaultMapPoll+5*time.Second+2*time.Second, round(rep.Final), round(rep.Total), acked.Load(), refused.Load())
+		rep.Shards, rep.Rows, seeded.Load(), round(rep.Copy), round(rep.Held), topology.DefaultMapPoll+5*time.Second+2*time.Second, round(rep.Final), round(rep.Total), acked.Load(), refused.Load())
 }
 
 // testWriter sends progress lines to t.Log.

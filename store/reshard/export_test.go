@@ -11,7 +11,4 @@ func WithHook(opt Options, hook func(step string) error) Options {
 	return opt
 }
 
-const (
-	StepAborted    = stepAborted
-	DefaultMapPoll = defaultMapPoll
-)
+const StepAborted = stepAborted

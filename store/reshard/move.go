@@ -14,14 +14,14 @@ import (
 	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardmap"
+	"github.com/pinstore/pinstore/store/topology"
 )
 
 // Defaults of the servers' configuration that a move relies on when its
-// caller does not say otherwise: how often servers re-read the map file
-// (store.DefaultMapPoll; a test holds the two equal), their per-statement
-// deadline, and their pool size per host.
+// caller does not say otherwise (how often servers re-read the map file is
+// topology.DefaultMapPoll): their per-statement deadline, and their pool
+// size per host.
 const (
-	defaultMapPoll      = 2 * time.Second
 	defaultQueryTimeout = 5 * time.Second
 	defaultPoolSize     = 64
 )
@@ -155,7 +155,7 @@ func (mv *mover) defaults() {
 		o.DBPrefix = shardmap.DefaultDBPrefix
 	}
 	if o.MapPoll <= 0 {
-		o.MapPoll = defaultMapPoll
+		o.MapPoll = topology.DefaultMapPoll
 	}
 	if o.QueryTimeout <= 0 {
 		o.QueryTimeout = defaultQueryTimeout

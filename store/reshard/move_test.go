@@ -59,7 +59,7 @@ func newMoveEnv(t *testing.T, watch time.Duration, queryTimeout time.Duration) *
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			e.server.WatchMap(wctx, watch, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+			e.server.Router().Watch(wctx, watch, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 		}()
 		t.Cleanup(func() {
 			cancel()
@@ -103,12 +103,6 @@ func (e *moveEnv) mapText(t *testing.T) string {
 
 // TestDefaultsMatchServers: without a MapPoll, a move settles for the
 // interval servers poll the map file at by default.
-func TestDefaultsMatchServers(t *testing.T) {
-	if reshard.DefaultMapPoll != store.DefaultMapPoll {
-		t.Fatalf("reshard's default map poll %v, the servers' %v", reshard.DefaultMapPoll, store.DefaultMapPoll)
-	}
-}
-
 // TestMoveShardsUnderLoad is the proof: shards 0-3 move from h0 to h1
 // while writers create pins and follow and unfollow on them, and a reader
 // reads. Every acknowledged write is readable through the store afterwards

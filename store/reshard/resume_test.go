@@ -40,7 +40,7 @@ func TestMoveShardsResumes(t *testing.T) {
 	pins = append(pins, oddPin.ID)
 	allThere := func(t *testing.T) {
 		t.Helper()
-		if err := s.ReloadFile(); err != nil {
+		if err := s.Router().ReloadFile(); err != nil {
 			t.Fatal(err)
 		}
 		got, err := s.GetMany(ctx, pins, idcodec.TypePin)
@@ -60,7 +60,7 @@ func TestMoveShardsResumes(t *testing.T) {
 	// reloaded it routes.
 	placed := func(t *testing.T, sh int) shardmap.Range {
 		t.Helper()
-		if err := s.ReloadFile(); err != nil {
+		if err := s.Router().ReloadFile(); err != nil {
 			t.Fatal(err)
 		}
 		r, _ := s.Map().RangeOf(sh)

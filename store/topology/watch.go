@@ -1,4 +1,4 @@
-package store
+package topology
 
 import (
 	"context"
@@ -12,72 +12,43 @@ import (
 	"github.com/pinstore/pinstore/store/shardmap"
 )
 
-// DefaultMapPoll is how often WatchMap looks at the shard map file when
-// PINSTORE_MAP_POLL does not say otherwise. A move waits at least this long
-// (plus the query timeout) after each map change before relying on every
-// server having it.
+// DefaultMapPoll is how often Watch looks at the shard map file unless
+// told otherwise. A move waits at least this long (plus the query
+// timeout) after each map change before relying on every server having it.
 const DefaultMapPoll = 2 * time.Second
 
-// MapPollFromEnv reads PINSTORE_MAP_POLL (a Go duration such as "2s"),
-// defaulting to DefaultMapPoll. Servers (WatchMap) and move-shards (its
-// default settle time) must agree on it.
-func MapPollFromEnv(getenv func(string) string) (time.Duration, error) {
-	return durationFromEnv(getenv, "PINSTORE_MAP_POLL", DefaultMapPoll, false)
-}
-
-// durationFromEnv reads the Go duration in variable name, def when unset;
-// it must be positive, or with allowZero not negative.
-func durationFromEnv(getenv func(string) string, name string, def time.Duration, allowZero bool) (time.Duration, error) {
-	v := getenv(name)
-	if v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d < 0 || d == 0 && !allowZero {
-		what := "a positive duration"
-		if allowZero {
-			what = "a duration"
-		}
-		return 0, fmt.Errorf("%s: %q is not %s", name, v, what)
-	}
-	return d, nil
-}
-
-// MapVersion is the Version of the shard map in force.
-func (s *Store) MapVersion() string { return s.Map().Version() }
-
-// ReloadFile re-reads the shard map file the store was opened from
+// ReloadFile re-reads the shard map file the router was built from
 // (Config.MapFile), validates it with the running map's shard count and
 // prefix as defaults, and puts it in force. A map that does not parse or
 // validate, changes the shard count or prefix, or has no writable open
 // range is rejected with an error saying why, and the map in force stays.
 // Concurrent calls (a poll and a SIGHUP) are safe: the map left in force
 // was read from the file after the last change took effect.
-func (s *Store) ReloadFile() error {
-	const op = "store.ReloadFile"
-	if s.cfg.MapFile == "" {
+func (r *Router) ReloadFile() error {
+	const op = "topology.ReloadFile"
+	if r.cfg.MapFile == "" {
 		return fmt.Errorf("%s: the store was not opened from a shard map file (PINSTORE_SHARD_MAP)", op)
 	}
 	for {
-		old := s.topo.Load()
-		data, err := os.ReadFile(s.cfg.MapFile)
+		old := r.cur.Load()
+		data, err := os.ReadFile(r.cfg.MapFile)
 		if err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
-		t, err := s.buildFrom(old, data)
+		t, err := r.buildFrom(old, data)
 		if err != nil {
-			return fmt.Errorf("%s: %s: %w", op, s.cfg.MapFile, err)
+			return fmt.Errorf("%s: %s: %w", op, r.cfg.MapFile, err)
 		}
 		// Compare-and-swap: if another reload won meanwhile, read the file
 		// again, so an older read never replaces a newer one.
-		if s.topo.CompareAndSwap(old, t) {
+		if r.cur.CompareAndSwap(old, t) {
 			return nil
 		}
 	}
 }
 
 // buildFrom parses data as a map replacing old's and builds its topology.
-func (s *Store) buildFrom(old *layout, data []byte) (*layout, error) {
+func (r *Router) buildFrom(old *Topology, data []byte) (*Topology, error) {
 	m, err := shardmap.Parse(data, old.m.Shards, old.m.DBPrefix)
 	if err != nil {
 		return nil, err
@@ -86,7 +57,7 @@ func (s *Store) buildFrom(old *layout, data []byte) (*layout, error) {
 		return nil, fmt.Errorf("shards and db_prefix cannot change while running (%d %q → %d %q)",
 			old.m.Shards, old.m.DBPrefix, m.Shards, m.DBPrefix)
 	}
-	return s.build(m)
+	return r.build(m)
 }
 
 // mapStamp is what a poll compares cheaply before reading the file.
@@ -109,7 +80,7 @@ func stampOf(fi os.FileInfo) mapStamp {
 // hashed even when its stat looks unchanged (git's "racy" rule).
 const racyWindow = 2 * time.Second
 
-// WatchMap polls the shard map file every interval (DefaultMapPoll when
+// Watch polls the shard map file every interval (DefaultMapPoll when
 // every <= 0) until ctx is done. Each poll stats the path afresh (editors
 // and move-shards replace the file rather than rewrite it); when size,
 // mtime or inode changed, or the mtime is recent, it reads the file and
@@ -118,18 +89,18 @@ const racyWindow = 2 * time.Second
 // map reloaded" with the new version and a summary; a rejected map is
 // logged at ERROR once per distinct content, and the map in force stays.
 // It does nothing when the store has no map file.
-func (s *Store) WatchMap(ctx context.Context, every time.Duration, logger *slog.Logger) {
+func (r *Router) Watch(ctx context.Context, every time.Duration, logger *slog.Logger) {
 	if logger == nil {
-		logger = s.log
+		logger = r.cfg.Logger
 	}
-	if s.cfg.MapFile == "" {
+	if r.cfg.MapFile == "" {
 		logger.Info("no shard map file: the shard map will not be reloaded")
 		return
 	}
 	if every <= 0 {
 		every = DefaultMapPoll
 	}
-	w := &mapWatcher{s: s, path: s.cfg.MapFile, log: logger}
+	w := &mapWatcher{r: r, path: r.cfg.MapFile, log: logger}
 	w.poll() // the file may have changed since Open
 	tk := time.NewTicker(every)
 	defer tk.Stop()
@@ -144,7 +115,7 @@ func (s *Store) WatchMap(ctx context.Context, every time.Duration, logger *slog.
 }
 
 type mapWatcher struct {
-	s       *Store
+	r       *Router
 	path    string
 	log     *slog.Logger
 	stamp   mapStamp
@@ -175,13 +146,13 @@ func (w *mapWatcher) poll() {
 		return
 	}
 	w.hash, w.seen = h, true
-	before := w.s.MapVersion()
+	before := w.r.Map().Version()
 	if err := w.reload(data); err != nil {
 		w.log.Error("shard map rejected; keeping the map in force",
 			"file", w.path, "error", err.Error(), "version", before)
 		return
 	}
-	m := w.s.Map()
+	m := w.r.Map()
 	if v := m.Version(); v != before {
 		w.log.Info("shard map reloaded", "file", w.path, "version", v, "previous", before,
 			"ranges", len(m.Ranges), "hosts", len(m.Hosts), "summary", m.Summary())
@@ -193,15 +164,15 @@ func (w *mapWatcher) poll() {
 // When a concurrent reload (ReloadFile) wins the swap, the next poll reads
 // the file again rather than trusting this read.
 func (w *mapWatcher) reload(data []byte) error {
-	old := w.s.topo.Load()
-	t, err := w.s.buildFrom(old, data)
+	old := w.r.cur.Load()
+	t, err := w.r.buildFrom(old, data)
 	if err != nil {
 		return err
 	}
 	if t.m.Version() == old.m.Version() {
 		return nil
 	}
-	if !w.s.topo.CompareAndSwap(old, t) {
+	if !w.r.cur.CompareAndSwap(old, t) {
 		w.seen = false
 	}
 	return nil
@@ -213,5 +184,5 @@ func (w *mapWatcher) readError(err error) {
 		return
 	}
 	w.lastErr = msg
-	w.log.Error("shard map file unreadable; keeping the map in force", "file", w.path, "error", msg, "version", w.s.MapVersion())
+	w.log.Error("shard map file unreadable; keeping the map in force", "file", w.path, "error", msg, "version", w.r.Map().Version())
 }

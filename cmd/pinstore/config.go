@@ -1,0 +1,146 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pinstore/pinstore/store"
+	"github.com/pinstore/pinstore/store/shardmap"
+	"github.com/pinstore/pinstore/store/topology"
+)
+
+// Every PINSTORE_* variable is read in this file; packages take plain
+// config structs. README.md's configuration table lists them all.
+
+// defaultFeedSweep is how often a server redoes fan-out that feed_outbox
+// says is unfinished, when PINSTORE_FEED_SWEEP does not say otherwise.
+const defaultFeedSweep = 5 * time.Minute
+
+// storeConfig builds the store's Config from PINSTORE_SHARD_MAP (file),
+// PINSTORE_MYSQL_DSN, PINSTORE_SHARDS, PINSTORE_DB_PREFIX,
+// PINSTORE_CURSOR_SECRET, PINSTORE_MAX_DOC_BYTES, PINSTORE_MAX_DATA_BYTES,
+// PINSTORE_POOL_SIZE, PINSTORE_POINT_READ_LANES, PINSTORE_REDIS_ADDRS,
+// PINSTORE_REDIS_CLUSTER, PINSTORE_REDIS_PASSWORD, PINSTORE_REDIS_PREFIX and
+// PINSTORE_REDIS_DISABLED.
+func storeConfig(getenv func(string) string) (store.Config, error) {
+	var cfg store.Config
+	shards, prefix := shardmap.DefaultShards, shardmap.DefaultDBPrefix
+	if v := getenv("PINSTORE_SHARDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return cfg, fmt.Errorf("PINSTORE_SHARDS: %q is not a number", v)
+		}
+		shards = n
+	}
+	if v := getenv("PINSTORE_DB_PREFIX"); v != "" {
+		prefix = v
+	}
+	var err error
+	if cfg.MapFile = getenv("PINSTORE_SHARD_MAP"); cfg.MapFile != "" {
+		cfg.Map, err = shardmap.Load(cfg.MapFile, shards, prefix)
+	} else {
+		dsn := getenv("PINSTORE_MYSQL_DSN")
+		if dsn == "" {
+			dsn = shardmap.DefaultDSN
+		}
+		cfg.Map, err = shardmap.SingleHost(dsn, shards, prefix)
+	}
+	if err != nil {
+		return cfg, err
+	}
+	cfg.CursorSecret = []byte(getenv("PINSTORE_CURSOR_SECRET"))
+	for name, dst := range map[string]*int{
+		"PINSTORE_MAX_DOC_BYTES":    &cfg.MaxDocBytes,
+		"PINSTORE_MAX_DATA_BYTES":   &cfg.Limits.MaxDataBytes,
+		"PINSTORE_POOL_SIZE":        &cfg.PoolSize,
+		"PINSTORE_POINT_READ_LANES": &cfg.PointReadLanes,
+	} {
+		if v := getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return cfg, fmt.Errorf("%s: %q is not a positive number", name, v)
+			}
+			*dst = n
+		}
+	}
+	addrs := getenv("PINSTORE_REDIS_ADDRS")
+	if addrs == "" {
+		addrs = "127.0.0.1:6379"
+	}
+	cfg.Redis.Addrs = strings.Split(addrs, ",")
+	cfg.Redis.Cluster = getenv("PINSTORE_REDIS_CLUSTER") == "true"
+	cfg.Redis.Password = getenv("PINSTORE_REDIS_PASSWORD")
+	cfg.Redis.Prefix = getenv("PINSTORE_REDIS_PREFIX")
+	cfg.Redis.Disabled = getenv("PINSTORE_REDIS_DISABLED") == "true"
+	return cfg, nil
+}
+
+// mapPoll reads PINSTORE_MAP_POLL (a Go duration such as "2s"), defaulting
+// to topology.DefaultMapPoll. Servers (Watch) and move-shards (its default
+// settle time) must agree on it.
+func mapPoll(getenv func(string) string) (time.Duration, error) {
+	return durationFromEnv(getenv, "PINSTORE_MAP_POLL", topology.DefaultMapPoll, false)
+}
+
+// feedSweep reads PINSTORE_FEED_SWEEP (a Go duration; "0" turns the sweep
+// off), defaulting to defaultFeedSweep.
+func feedSweep(getenv func(string) string) (time.Duration, error) {
+	return durationFromEnv(getenv, "PINSTORE_FEED_SWEEP", defaultFeedSweep, true)
+}
+
+// durationFromEnv reads the Go duration in variable name, def when unset;
+// it must be positive, or with allowZero not negative.
+func durationFromEnv(getenv func(string) string, name string, def time.Duration, allowZero bool) (time.Duration, error) {
+	v := getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 || d == 0 && !allowZero {
+		what := "a positive duration"
+		if allowZero {
+			what = "a duration"
+		}
+		return 0, fmt.Errorf("%s: %q is not %s", name, v, what)
+	}
+	return d, nil
+}
+
+// serveEnv is what `pinstore serve` reads besides the store's Config.
+type serveEnv struct {
+	addr      string // PINSTORE_ADDR, default ":8080"
+	logLevel  string // PINSTORE_LOG_LEVEL
+	debugAddr string // PINSTORE_DEBUG_ADDR
+	auth      authEnv
+}
+
+func readServeEnv(getenv func(string) string) serveEnv {
+	e := serveEnv{addr: getenv("PINSTORE_ADDR"), logLevel: getenv("PINSTORE_LOG_LEVEL"), debugAddr: getenv("PINSTORE_DEBUG_ADDR"), auth: readAuthEnv(getenv)}
+	if e.addr == "" {
+		e.addr = ":8080"
+	}
+	return e
+}
+
+// authEnv is the authentication configuration, as given (token.go checks
+// it): PINSTORE_DEV, PINSTORE_RATE_LIMIT, PINSTORE_RATE_BURST,
+// PINSTORE_TOKENS_FILE and PINSTORE_TOKEN_SECRET.
+type authEnv struct {
+	dev, rateLimit, rateBurst, tokensFile, tokenSecret string
+}
+
+func readAuthEnv(getenv func(string) string) authEnv {
+	return authEnv{
+		dev:         getenv("PINSTORE_DEV"),
+		rateLimit:   getenv("PINSTORE_RATE_LIMIT"),
+		rateBurst:   getenv("PINSTORE_RATE_BURST"),
+		tokensFile:  getenv("PINSTORE_TOKENS_FILE"),
+		tokenSecret: getenv("PINSTORE_TOKEN_SECRET"),
+	}
+}
+
+// adminToken is PINSTORE_ADMIN_TOKEN: the service token (scope admin) with
+// which move-shards asks servers which map they route by.
+func adminToken(getenv func(string) string) string { return getenv("PINSTORE_ADMIN_TOKEN") }

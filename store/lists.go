@@ -1,0 +1,305 @@
+package store
+
+import (
+	"context"
+	"sync"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/shardsql"
+	"github.com/pinstore/pinstore/store/topology"
+)
+
+// List returns one page of from's list in m, ordered by (sequence, to_id),
+// highest first when p.Desc, with the list's length in Count. With a
+// cursor the page is a keyset range scan (constant cost at any depth);
+// with an offset it skips p.Offset entries. NextCursor continues after the
+// page's last entry and is empty on the last page. ENotFound when from is
+// not a live object of m's from type; EInvalid for a bad limit or cursor.
+func (s *Store) List(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error) {
+	l, _, err := s.list(ctx, "store.List", m, from, p, false)
+	return l, err
+}
+
+// ListObjects is List and the live objects of the page's entries, in page
+// order (entries whose object is gone are left out). A list of the objects
+// created under its owner (a board's pins, a user's boards or pins, a pin's
+// comments) lives on the objects' shard: without an offset, its page and
+// the objects come from one statement joining the list to their table.
+// Other lists (and offset pages, where a join would read every skipped
+// object) take List and then GetMany.
+func (s *Store) ListObjects(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, []model.Object, error) {
+	const op = "store.ListObjects"
+	if m.Valid() && m.Colocated() && p.Offset == 0 {
+		return s.list(ctx, op, m, from, p, true)
+	}
+	l, _, err := s.list(ctx, op, m, from, p, false)
+	if err != nil || len(l.Entries) == 0 {
+		return l, nil, err
+	}
+	objs, err := s.GetMany(ctx, entryIDs(l.Entries), m.To())
+	return l, objs, err
+}
+
+func entryIDs(entries []model.Entry) []uint64 {
+	ids := make([]uint64, len(entries))
+	for i, e := range entries {
+		ids[i] = e.To
+	}
+	return ids
+}
+
+// list reads a page of from's list in m and, withObjects, its objects by
+// a join on the list's own shard (m must be Colocated).
+func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint64, p model.Page, withObjects bool) (model.List, []model.Object, error) {
+	if !m.Valid() {
+		return model.List{}, nil, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
+	}
+	if err := p.Normalize(); err != nil {
+		return model.List{}, nil, err
+	}
+	sh, local, err := s.route(op, from, m.From())
+	if err != nil {
+		return model.List{}, nil, err
+	}
+	q, err := s.pageOf(p, uint8(m), from)
+	if err != nil {
+		return model.List{}, nil, err
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	// One read checks that the list's owner is live and reads the list's
+	// length (batched with other requests' reads, pointread); a statement
+	// of its own reads the page (and, withObjects, its objects).
+	owner, err := s.readPoint(ctx, op, sh, m.From(), local, m)
+	if err != nil {
+		return model.List{}, nil, err
+	}
+	var entries []model.Entry
+	var objs []model.Object
+	foreign := false
+	if withObjects {
+		entries, objs, foreign, err = shardsql.ReadPageObjects(ctx, sh.Host.DB, sh.DB, m, from, q, p.Limit)
+	} else {
+		entries, err = shardsql.ReadPage(ctx, sh.Host.DB, sh.DB, m.Table(), from, q)
+	}
+	if err != nil {
+		return model.List{}, nil, classify(op, sh, err)
+	}
+	l := s.page(entries, p, uint8(m), from)
+	l.Count = owner.N
+	if foreign {
+		objs, err = s.GetMany(ctx, entryIDs(l.Entries), m.To())
+	}
+	return l, objs, err
+}
+
+// pageOf turns a page request on list kind of from into the rows to read:
+// limit+1 of them (the one more says whether a next page exists), after
+// the cursor's position when there is one (EInvalid when the cursor is not
+// this list's).
+func (s *Store) pageOf(p model.Page, kind uint8, from uint64) (shardsql.Page, error) {
+	q := shardsql.Page{Limit: p.Limit + 1, Offset: p.Offset, Desc: p.Desc}
+	if p.Cursor != "" {
+		c, err := s.cursor.decode(p.Cursor, kind, from, p.Desc)
+		if err != nil {
+			return q, err
+		}
+		q.After = &shardsql.Position{Seq: c.seq, To: c.to}
+	}
+	return q, nil
+}
+
+// page trims a limit+1 result to the page and makes the next cursor.
+func (s *Store) page(entries []model.Entry, p model.Page, kind uint8, from uint64) model.List {
+	l := model.List{Entries: entries}
+	if len(entries) > p.Limit {
+		l.Entries = entries[:p.Limit]
+		last := l.Entries[p.Limit-1]
+		l.NextCursor = s.cursor.encode(cursorPos{kind: kind, desc: p.Desc, from: from, seq: last.Sequence, to: last.To})
+	}
+	return l
+}
+
+// Count returns the length of from's list in m, kept by every add and
+// remove in the same transaction, so it never scans.
+func (s *Store) Count(ctx context.Context, m model.Mapping, from uint64) (int64, error) {
+	const op = "store.Count"
+	if !m.Valid() {
+		return 0, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
+	}
+	sh, _, err := s.route(op, from, m.From())
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	n, err := shardsql.Count(ctx, sh.Host.DB, sh.DB, m, from)
+	return n, classify(op, sh, err)
+}
+
+// Move puts item just before (before != 0) or just after (after != 0) an
+// anchor entry of from's list, in newest-first display order, by giving
+// item a sequence between the anchor and its neighbour. When the two are
+// adjacent, the entries on the far side are shifted down by two to make
+// room; the relative order of every other entry is kept. Only lists
+// without an inverse (a board's pins) can be ordered by hand. ENotFound
+// when item or the anchor is not in the list.
+func (s *Store) Move(ctx context.Context, m model.Mapping, from, item, before, after uint64) error {
+	const op = "store.Move"
+	if !m.Valid() {
+		return model.Wrap(op, model.EInvalid, "unknown mapping", nil)
+	}
+	if _, ok := m.Inverse(); ok {
+		return model.Wrap(op, model.EInvalid, m.String()+" cannot be ordered by hand", nil)
+	}
+	if (before == 0) == (after == 0) {
+		return model.Wrap(op, model.EInvalid, "give exactly one of before and after", nil)
+	}
+	anchor := before + after
+	if anchor == item {
+		return model.Wrap(op, model.EInvalid, "an entry cannot be moved next to itself", nil)
+	}
+	sh, _, err := s.route(op, from, m.From())
+	if err != nil {
+		return err
+	}
+	for _, id := range []uint64{item, anchor} {
+		if _, _, err := s.route(op, id, m.To()); err != nil {
+			return err
+		}
+	}
+	return s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+		// Lock both rows in one statement, in key order, so concurrent
+		// moves on one list queue instead of deadlocking.
+		locked, err := shardsql.LockEntries(ctx, tx, sh.DB, m, from, item, anchor)
+		if err != nil {
+			return err
+		}
+		var a *model.Entry
+		for i := range locked {
+			if locked[i].To == anchor {
+				a = &locked[i]
+			}
+		}
+		if len(locked) != 2 || a == nil {
+			return model.Wrap(op, model.ENotFound, "not in this list", nil)
+		}
+		// Display order is newest first, so "before" is above the anchor in
+		// (sequence, to_id) order.
+		pos := shardsql.Position{Seq: a.Sequence, To: a.To}
+		lo, hi := a, (*model.Entry)(nil)
+		if before != 0 {
+			hi, err = shardsql.Neighbour(ctx, tx, sh.DB, m, from, item, pos, false)
+		} else {
+			hi = a
+			lo, err = shardsql.Neighbour(ctx, tx, sh.DB, m, from, item, pos, true)
+		}
+		if err != nil {
+			return err
+		}
+		var seq int64
+		switch {
+		case hi == nil:
+			seq = lo.Sequence + 1
+		case lo == nil:
+			seq = hi.Sequence - 1
+		case hi.Sequence-lo.Sequence >= 2:
+			seq = lo.Sequence + (hi.Sequence-lo.Sequence)/2
+		default:
+			if err := shardsql.ShiftDown(ctx, tx, sh.DB, m, from, item, shardsql.Position{Seq: lo.Sequence, To: lo.To}); err != nil {
+				return err
+			}
+			seq = lo.Sequence - 1
+		}
+		return shardsql.SetSequence(ctx, tx, sh.DB, m, from, item, seq)
+	})
+}
+
+// MaxGetMany bounds one multi-get.
+const MaxGetMany = 1000
+
+// GetMany returns the live objects among ids, in request order; unknown,
+// deleted or wrong-type ids are left out. It sends one statement per host:
+// a UNION ALL of one primary-key IN (…) select per shard database.
+func (s *Store) GetMany(ctx context.Context, ids []uint64, typ idcodec.Type) ([]model.Object, error) {
+	const op = "store.GetMany"
+	if len(ids) > MaxGetMany {
+		return nil, model.Wrap(op, model.EInvalid, "too many ids", nil)
+	}
+	t := s.router.Current()
+	byHost := map[*topology.Host][]shardsql.ObjectSelect{}
+	for _, id := range ids {
+		sh, local, err := t.Route(id, typ)
+		switch {
+		case model.IsCode(err, model.ENotFound): // of another type: not found, left out
+			continue
+		case err != nil:
+			return nil, shardsql.Classify(op, "", err)
+		}
+		parts := byHost[sh.Host]
+		i := 0
+		for i < len(parts) && parts[i].DB != sh.DB {
+			i++
+		}
+		if i == len(parts) {
+			parts = append(parts, shardsql.ObjectSelect{DB: sh.DB, Type: typ})
+		}
+		parts[i].Locals = append(parts[i].Locals, local)
+		byHost[sh.Host] = parts
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	found := make(map[uint64]model.Object, len(ids))
+	err := eachHost(byHost, func(h *topology.Host, parts []shardsql.ObjectSelect) error {
+		err := shardsql.ReadObjects(ctx, h.DB, parts, func(i int, r shardsql.Row, _ int64) {
+			if !model.ActiveOf(r.Doc) {
+				return
+			}
+			o := r.Object(parts[i].DB, typ)
+			mu.Lock()
+			found[o.ID] = o
+			mu.Unlock()
+		})
+		return shardsql.Classify(op, h.Name, err)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]model.Object, 0, len(found))
+	for _, id := range ids {
+		if o, ok := found[id]; ok {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// eachHost runs fn for every host's work concurrently and returns the
+// first error.
+func eachHost[W any](work map[*topology.Host]W, fn func(h *topology.Host, w W) error) error {
+	if len(work) == 1 {
+		for h, w := range work {
+			return fn(h, w)
+		}
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for h, w := range work {
+		wg.Go(func() {
+			if err := fn(h, w); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}

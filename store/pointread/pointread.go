@@ -1,0 +1,288 @@
+// Package pointread coalesces reads of one object by id on one MySQL host.
+//
+// A Queue serves one host. At most Lanes statements of reads are out to
+// the host at once; a read that finds a lane free goes alone and at once,
+// so a lightly loaded server never waits. Reads that arrive while every
+// lane is busy queue, and when a lane comes free the whole queue (up to
+// maxBatch) goes as one statement (shardsql.ReadObjects). One round trip
+// and one statement for many rows costs the driver and MariaDB a fraction
+// of what one statement per row does, which is what a busy server is
+// short of. A statement the server refuses (a shard's table missing) is
+// redone one read at a time, so only the reads that depend on the fault
+// fail.
+package pointread
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/internal/metrics"
+	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/shardsql"
+)
+
+// DefaultLanes is the statements of reads out to a host at once when
+// Config.Lanes is not set.
+const DefaultLanes = 2
+
+// maxBatch bounds the reads of one statement.
+const maxBatch = 100
+
+// Read is one read by id and, once done, its result.
+type Read struct {
+	DB    shardsql.DB
+	Type  idcodec.Type
+	Local uint64
+	// Count, when set, also reads the length of the object's list Count
+	// (a list checks its owner and reads its length this way).
+	Count model.Mapping
+
+	Row shardsql.Row // the row read
+	N   int64        // the list length, with Count
+
+	err   error   // sql.ErrNoRows when there is no such row
+	taken bool    // guarded by Queue.mu: in a statement, so it can no longer leave the queue
+	lead  []*Read // set before done fires when this reader is to run the statement for them
+	done  chan struct{}
+}
+
+// Config tunes every host's queue.
+type Config struct {
+	Lanes   int           // statements out to a host at once; default DefaultLanes
+	Timeout time.Duration // deadline of a batch statement, which serves many callers; default 5s
+	Stats   *Stats        // counters shared by every host; nil counts nothing
+}
+
+// Queue is one host's reads by id.
+type Queue struct {
+	db    *sqlx.DB
+	cfg   Config
+	mu    sync.Mutex
+	busy  int // statements out
+	queue []*Read
+}
+
+// NewQueue returns the queue of the host behind db.
+func NewQueue(db *sqlx.DB, cfg Config) *Queue {
+	if cfg.Lanes <= 0 {
+		cfg.Lanes = DefaultLanes
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	return &Queue{db: db, cfg: cfg}
+}
+
+// Do reads r's row (and count), alone or with the reads queued behind it,
+// into r.Row and r.N. A missing row is sql.ErrNoRows; other errors are the
+// driver's, unclassified. A caller whose ctx ends while its read waits in
+// the queue leaves it with ctx.Err().
+func (q *Queue) Do(ctx context.Context, r *Read) error {
+	q.mu.Lock()
+	if q.busy < q.cfg.Lanes {
+		q.busy++
+		q.mu.Unlock()
+		q.cfg.Stats.add(1)
+		r.readAlone(ctx, q.db)
+		q.next()
+		return r.err
+	}
+	r.done = make(chan struct{}, 1)
+	q.queue = append(q.queue, r)
+	q.mu.Unlock()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		q.mu.Lock()
+		if !r.taken {
+			for i, w := range q.queue {
+				if w == r {
+					q.queue = append(q.queue[:i], q.queue[i+1:]...)
+					break
+				}
+			}
+			q.mu.Unlock()
+			return ctx.Err()
+		}
+		// Already in a statement (perhaps as the one to run it): see it through.
+		q.mu.Unlock()
+		<-r.done
+	}
+	if r.lead != nil {
+		q.runBatch(r.lead, r)
+		q.next()
+	}
+	return r.err
+}
+
+// part is the select that reads r: its count makes it a part of its own.
+func (r *Read) part() shardsql.ObjectSelect {
+	return shardsql.ObjectSelect{DB: r.DB, Type: r.Type, Locals: []uint64{r.Local}, Count: r.Count}
+}
+
+// readAlone reads r with a statement of its own.
+func (r *Read) readAlone(ctx context.Context, db *sqlx.DB) {
+	found := false
+	r.err = shardsql.ReadObjects(ctx, db, []shardsql.ObjectSelect{r.part()}, func(_ int, row shardsql.Row, n int64) {
+		r.Row, r.N, found = row, n, true
+	})
+	if r.err == nil && !found {
+		r.Row, r.err = shardsql.Row{Local: r.Local}, sql.ErrNoRows
+	}
+}
+
+// next is called when a statement is done: it hands the lane to the first
+// queued reader, with the queue as its batch, or frees it.
+func (q *Queue) next() {
+	q.mu.Lock()
+	if len(q.queue) == 0 {
+		q.busy--
+		q.mu.Unlock()
+		return
+	}
+	n := min(len(q.queue), maxBatch)
+	batch := make([]*Read, n)
+	copy(batch, q.queue)
+	q.queue = append(q.queue[:0], q.queue[n:]...)
+	for _, r := range batch {
+		r.taken = true
+	}
+	q.mu.Unlock()
+	batch[0].lead = batch
+	batch[0].done <- struct{}{}
+}
+
+// runBatch reads every row of batch in one statement and hands each
+// reader its result; self, the reader running it, is not signalled. The
+// statement runs under its own deadline: the reads of other requests hang
+// on it, so one caller's cancellation must not fail them.
+func (q *Queue) runBatch(batch []*Read, self *Read) {
+	q.cfg.Stats.add(len(batch))
+	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.Timeout)
+	defer cancel()
+	defer func() {
+		for _, r := range batch {
+			if r != self {
+				r.done <- struct{}{}
+			}
+		}
+	}()
+	if len(batch) == 1 {
+		batch[0].readAlone(ctx, q.db)
+		return
+	}
+	err := readBatch(ctx, q.db, batch)
+	if shardsql.Refused(err) {
+		// The server answered but refused the statement, e.g. a table of
+		// one shard missing: read each row alone, so only the reads that
+		// depend on the fault fail.
+		var wg sync.WaitGroup
+		for _, r := range batch {
+			wg.Go(func() { r.readAlone(ctx, q.db) })
+		}
+		wg.Wait()
+		return
+	}
+	if err != nil {
+		for _, r := range batch {
+			r.err = err
+		}
+	}
+}
+
+// key names a read across the shards of one host: a row, and which list
+// count with it.
+type key struct {
+	shard int
+	typ   idcodec.Type
+	local uint64
+	count model.Mapping
+}
+
+func (r *Read) key() key { return key{r.DB.N, r.Type, r.Local, r.Count} }
+
+// readBatch reads batch, all on one host, with one statement: a part per
+// shard table for plain reads (their locals in one IN list), and a part
+// per read with a count. Readers of a missing row get sql.ErrNoRows.
+func readBatch(ctx context.Context, db *sqlx.DB, batch []*Read) error {
+	var parts []shardsql.ObjectSelect
+	seen := make(map[key]bool, len(batch))
+	for _, r := range batch {
+		k := r.key()
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if r.Count == 0 {
+			if i := plainPart(parts, r); i >= 0 {
+				parts[i].Locals = append(parts[i].Locals, r.Local)
+				continue
+			}
+		}
+		parts = append(parts, r.part())
+	}
+	type result struct {
+		row shardsql.Row
+		n   int64
+	}
+	got := make(map[key]result, len(seen))
+	err := shardsql.ReadObjects(ctx, db, parts, func(i int, row shardsql.Row, n int64) {
+		p := parts[i]
+		got[key{p.DB.N, p.Type, row.Local, p.Count}] = result{row, n}
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range batch {
+		if res, ok := got[r.key()]; ok {
+			r.Row, r.N = res.row, res.n
+		} else {
+			r.Row, r.err = shardsql.Row{Local: r.Local}, sql.ErrNoRows
+		}
+	}
+	return nil
+}
+
+// plainPart is the index of the part without a count that reads r's shard
+// table, or -1.
+func plainPart(parts []shardsql.ObjectSelect, r *Read) int {
+	for i, p := range parts {
+		if p.Count == 0 && p.DB.N == r.DB.N && p.Type == r.Type {
+			return i
+		}
+	}
+	return -1
+}
+
+// Stats counts reads by id and the statements that read them.
+type Stats struct {
+	Reads, Statements prometheus.Counter
+}
+
+// NewStats registers the counters on reg (nil: a private registry).
+func NewStats(reg prometheus.Registerer) *Stats {
+	return &Stats{
+		Reads: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pinstore_point_reads_total",
+			Help: "Objects read by id (Get), alone or batched.",
+		})),
+		Statements: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pinstore_point_read_statements_total",
+			Help: "Statements that read them: reads per statement is the batching factor.",
+		})),
+	}
+}
+
+func (st *Stats) add(reads int) {
+	if st == nil {
+		return
+	}
+	st.Statements.Inc()
+	st.Reads.Add(float64(reads))
+}

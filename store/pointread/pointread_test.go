@@ -1,0 +1,125 @@
+package pointread
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/internal/testenv"
+	"github.com/pinstore/pinstore/migrations"
+	"github.com/pinstore/pinstore/store/shardsql"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.Cleanup()
+	os.Exit(code)
+}
+
+var ctx = context.Background()
+
+// shards provisions shard databases n… of a private prefix on the shared
+// MariaDB and returns a pool and the databases.
+func shards(t *testing.T, ns ...int) (*sqlx.DB, []shardsql.DB) {
+	t.Helper()
+	dsn := testenv.MySQLDSN(t)
+	prefix := testenv.UniquePrefix(t, "pr")
+	t.Cleanup(func() { testenv.DropDatabases(t, dsn, prefix) })
+	db, err := sqlx.Open("mysql", dsn+"?parseTime=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ms, err := migrations.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dbs []shardsql.DB
+	for _, n := range ns {
+		d := shardsql.DB{N: n, Name: fmt.Sprintf("%s%05d", prefix, n)}
+		if err := migrations.Apply(ctx, db, d.Name, ms); err != nil {
+			t.Fatal(err)
+		}
+		dbs = append(dbs, d)
+	}
+	return db, dbs
+}
+
+func insertUser(t *testing.T, db *sqlx.DB, d shardsql.DB, name string) uint64 {
+	t.Helper()
+	o, err := shardsql.InsertObject(ctx, db, d, idcodec.TypeUser, []byte(`{"username":"`+name+`","active":true}`), shardsql.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return idcodec.LocalOf(o.ID)
+}
+
+// A batch whose statement MySQL refuses (here a shard's table is gone) is
+// read again row by row: only the reads on that shard fail.
+func TestBatchIsolatesABrokenShard(t *testing.T) {
+	db, dbs := shards(t, 2, 5)
+	bad, good := insertUser(t, db, dbs[0], "x"), insertUser(t, db, dbs[1], "x")
+	if _, err := db.Exec("DROP TABLE " + dbs[0].Name + ".users"); err != nil {
+		t.Fatal(err)
+	}
+	q := NewQueue(db, Config{})
+	g := &Read{DB: dbs[1], Type: idcodec.TypeUser, Local: good, done: make(chan struct{}, 1)}
+	b := &Read{DB: dbs[0], Type: idcodec.TypeUser, Local: bad, done: make(chan struct{}, 1)}
+	q.runBatch([]*Read{g, b}, nil)
+	var myErr *mysql.MySQLError
+	if g.err != nil || g.Row.Version != 1 || !bytes.Contains(g.Row.Doc, []byte(`"username":"x"`)) {
+		t.Fatalf("read on the healthy shard: %+v, %v", g.Row, g.err)
+	}
+	if !errors.As(b.err, &myErr) || myErr.Number != 1146 {
+		t.Fatalf("read on the broken shard: %v", b.err)
+	}
+	// Alone, through Do, the broken shard's read fails the same way.
+	if err := q.Do(ctx, &Read{DB: dbs[0], Type: idcodec.TypeUser, Local: bad}); !errors.As(err, &myErr) || myErr.Number != 1146 {
+		t.Fatalf("Do on the broken shard: %v", err)
+	}
+}
+
+// A queued read whose caller gives up leaves the queue at once, and the
+// lane works afterwards.
+func TestReadLeavesTheQueueWhenCancelled(t *testing.T) {
+	db, dbs := shards(t, 1)
+	u := insertUser(t, db, dbs[0], "x")
+	q := NewQueue(db, Config{})
+	q.mu.Lock()
+	q.busy = q.cfg.Lanes // every lane taken by statements that never end
+	q.mu.Unlock()
+	c, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := q.Do(c, &Read{DB: dbs[0], Type: idcodec.TypeUser, Local: u}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Do with every lane busy: %v", err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("the cancelled read returned after %v", el)
+	}
+	q.mu.Lock()
+	left := len(q.queue)
+	q.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d reads left in the queue", left)
+	}
+	q.next() // one of the lanes comes free
+	r := &Read{DB: dbs[0], Type: idcodec.TypeUser, Local: u}
+	if err := q.Do(ctx, r); err != nil || r.Row.Version != 1 {
+		t.Fatalf("Do after a lane came free: %+v, %v", r.Row, err)
+	}
+	q.mu.Lock()
+	busy := q.busy
+	q.mu.Unlock()
+	if busy != q.cfg.Lanes-1 {
+		t.Fatalf("%d lanes busy, want %d", busy, q.cfg.Lanes-1)
+	}
+}

@@ -1,0 +1,111 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/pointread"
+	"github.com/pinstore/pinstore/store/shardsql"
+	"github.com/pinstore/pinstore/store/topology"
+)
+
+// route checks id (model.CheckID) and returns its shard's route in the
+// topology in force and its local id: a malformed id, an unknown type or a
+// shard outside the map is EInvalid; an id of a known type other than want
+// is ENotFound (the caller asked for a pin and there is no such pin).
+func (s *Store) route(op string, id uint64, want idcodec.Type) (topology.Shard, uint64, error) {
+	sh, local, err := s.router.Current().Route(id, want)
+	if err != nil {
+		return sh, 0, shardsql.Classify(op, "", err)
+	}
+	return sh, local, nil
+}
+
+// classify is shardsql.Classify for a statement sent to sh's host.
+func classify(op string, sh topology.Shard, err error) error {
+	name := ""
+	if sh.Host != nil {
+		name = sh.Host.Name
+	}
+	return shardsql.Classify(op, name, err)
+}
+
+func notFound(op string, typ idcodec.Type) error {
+	return model.Wrap(op, model.ENotFound, typ.String()+" not found", nil)
+}
+
+// deadline bounds ctx by the query timeout unless the caller set a deadline.
+func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.cfg.QueryTimeout)
+}
+
+// inTx runs fn in a transaction on the shard's host and commits; any error
+// rolls back and is classified. A shard being moved refuses with EMoving.
+func (s *Store) inTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *sqlx.Tx) error) error {
+	if err := sh.Writable(op); err != nil {
+		return err
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	tx, err := sh.Host.DB.BeginTxx(ctx, nil)
+	if err != nil {
+		return classify(op, sh, err)
+	}
+	defer tx.Rollback()
+	if err := fn(tx); err != nil {
+		return classify(op, sh, err)
+	}
+	return classify(op, sh, tx.Commit())
+}
+
+// inRetryTx is inTx, run again when InnoDB picks it as a deadlock victim
+// (shardsql.RetryDeadlock): for idempotent transactions, such as one side
+// of a pair or a feed write, which meet the fan-out's shared locks on
+// follow rows and each other's count rows.
+func (s *Store) inRetryTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *sqlx.Tx) error) error {
+	return shardsql.RetryDeadlock(func() error { return s.inTx(ctx, op, sh, fn) })
+}
+
+// readLive reads a live object inside a transaction, with lock, and
+// decodes its document. ENotFound when it is missing or deleted.
+func readLive(ctx context.Context, q sqlx.QueryerContext, op string, sh topology.Shard, typ idcodec.Type, local uint64, lock shardsql.Lock) (shardsql.Row, model.Doc, error) {
+	r, err := shardsql.ReadObject(ctx, q, sh.DB, typ, local, lock)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, nil, notFound(op, typ)
+	}
+	if err != nil {
+		return r, nil, err
+	}
+	d, err := model.DecodeDoc(typ, r.Doc)
+	if err != nil {
+		return r, nil, model.Wrap(op, model.EInternal, "", err)
+	}
+	if !d.IsActive() {
+		return r, nil, notFound(op, typ)
+	}
+	return r, d, nil
+}
+
+// readPoint reads one live object by id through its host's read queue
+// (pointread), with the length of its list count when count is set: the
+// one way a request reads an object outside a transaction. A missing or
+// deleted object is ENotFound; a driver error is classified.
+func (s *Store) readPoint(ctx context.Context, op string, sh topology.Shard, typ idcodec.Type, local uint64, count model.Mapping) (*pointread.Read, error) {
+	r := &pointread.Read{DB: sh.DB, Type: typ, Local: local, Count: count}
+	err := sh.Host.Reads.Do(ctx, r)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && !model.ActiveOf(r.Row.Doc) {
+		return nil, notFound(op, typ)
+	}
+	if err != nil {
+		return nil, classify(op, sh, err)
+	}
+	return r, nil
+}

@@ -1,0 +1,69 @@
+package shardsql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/pinstore/pinstore/model"
+)
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		name    string
+		err     error
+		code    string
+		mention string // in the client-safe message
+	}{
+		{"nil", nil, "", ""},
+		{"duplicate", &mysql.MySQLError{Number: 1062}, model.EConflict, "already exists"},
+		{"missing table", &mysql.MySQLError{Number: 1146}, model.EUnavailable, `host "h1" is not provisioned`},
+		{"missing database", fmt.Errorf("x: %w", &mysql.MySQLError{Number: 1049}), model.EUnavailable, "not provisioned"},
+		{"bad JSON", &mysql.MySQLError{Number: 4025}, model.EInvalid, "refused the document"},
+		{"deadlock", &mysql.MySQLError{Number: 1213}, model.EUnavailable, "conflicted"},
+		{"read-only", &mysql.MySQLError{Number: 1290}, model.EUnavailable, `host "h1" is unavailable`},
+		{"other server error", &mysql.MySQLError{Number: 1064}, model.EInternal, ""},
+		{"deadline", context.DeadlineExceeded, model.EUnavailable, "did not answer in time"},
+		{"cancelled", context.Canceled, model.EUnavailable, "cancelled"},
+		{"connection", errors.New("dial tcp: connection refused"), model.EUnavailable, `host "h1" is unavailable`},
+		{"model error passes", model.Errorf(model.ENotFound, "pin not found"), model.ENotFound, "pin not found"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Classify("op", "h1", tt.err)
+			if got := model.ErrorCode(err); got != tt.code {
+				t.Fatalf("code %q, want %q (%v)", got, tt.code, err)
+			}
+			if msg := model.ErrorMessage(err); !strings.Contains(msg, tt.mention) {
+				t.Fatalf("message %q does not mention %q", msg, tt.mention)
+			}
+			var me *model.Error
+			if err != nil && (!errors.As(err, &me) || me.Op != "op") {
+				t.Fatalf("op not recorded: %#v", err)
+			}
+		})
+	}
+}
+
+func TestRetryDeadlock(t *testing.T) {
+	calls := 0
+	err := RetryDeadlock(func() error {
+		calls++
+		if calls < 3 {
+			return model.Wrap("op", model.EUnavailable, "", &mysql.MySQLError{Number: 1213})
+		}
+		return nil
+	})
+	if err != nil || calls != 3 {
+		t.Fatalf("after two deadlocks: %v, %d calls", err, calls)
+	}
+	calls = 0
+	err = RetryDeadlock(func() error { calls++; return &mysql.MySQLError{Number: 1062} })
+	if calls != 1 || err == nil {
+		t.Fatalf("another error is not retried: %v, %d calls", err, calls)
+	}
+}

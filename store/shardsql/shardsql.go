@@ -1,0 +1,82 @@
+// Package shardsql is the SQL of one shard database: every table name and
+// every statement pinstore sends to a shard, built in one place.
+//
+// A shard database (dbNNNNN) holds the same tables as every other one
+// (package migrations creates them):
+//
+//   - object tables users, boards, pins, comments: local_id (the 36-bit
+//     local part of an ID, AUTO_INCREMENT), the JSON document, a version
+//     for optimistic concurrency, created and updated times;
+//   - one table per mapping (model.Mapping.Table): from_id, to_id,
+//     sequence, primary key (from_id, to_id) so an add is idempotent, and
+//     an index (from_id, sequence, to_id) so an ordered page is a range
+//     scan; a row lives on the shard of its from_id;
+//   - mapping_counts: the length of each list, changed in the same
+//     transaction as the rows;
+//   - user_feed (the materialised home feed) and feed_outbox (fan-out not
+//     yet known to be written).
+//
+// Helpers take the smallest sqlx interface they use (sqlx.ExecerContext,
+// sqlx.QueryerContext) and the DB to address, so one helper runs on a
+// host's pool or inside a transaction, and none knows which host that is.
+// Database and table names come only from a DB the shard map built and
+// fixed table names; values always travel as placeholders. Errors are the
+// driver's, unclassified: Classify turns them into model errors.
+package shardsql
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+)
+
+// DB is one shard database: its shard number and its name (prefix +
+// %05d), as the shard map built them.
+type DB struct {
+	N    int
+	Name string
+}
+
+// table is the qualified name of one of the shard's tables.
+func (db DB) table(name string) string { return db.Name + "." + name }
+
+// ID composes the ID of an object of type typ on this shard.
+func (db DB) ID(typ idcodec.Type, local uint64) uint64 {
+	return idcodec.MustEncode(uint32(db.N), typ, local)
+}
+
+var objectTables = [...]string{idcodec.TypePin: "pins", idcodec.TypeBoard: "boards", idcodec.TypeUser: "users", idcodec.TypeComment: "comments"}
+
+// ObjectTable is the table holding objects of typ.
+func ObjectTable(typ idcodec.Type) string { return objectTables[typ] }
+
+// Fixed table names besides the object and mapping tables.
+const (
+	countsTable = "mapping_counts"
+	FeedTable   = "user_feed"
+	outboxTable = "feed_outbox"
+)
+
+// Lock is the locking clause of a read inside a transaction.
+type Lock string
+
+const (
+	NoLock    Lock = ""
+	ShareLock Lock = " LOCK IN SHARE MODE"
+	ForUpdate Lock = " FOR UPDATE"
+)
+
+// Now is the time pinstore stores: UTC, to the microsecond DATETIME(6)
+// keeps.
+func Now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// Sequence is the default sequence of a list entry made at t: its time in
+// milliseconds (ties break on to_id).
+func Sequence(t time.Time) int64 { return t.UnixMilli() }
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// Entry is one row of a list: the object listed and its sequence.
+type Entry = model.Entry

@@ -1,0 +1,242 @@
+// Package topology is the shard map in force with one connection pool
+// per physical MySQL host: the step shard → host → pool of a request's
+// route, as in
+//
+//	id ──idcodec──▶ shard ──Topology.Shard──▶ (host pool, database dbNNNNN)
+//
+// A Topology is one immutable version of the map with its pools; a Router
+// holds the version in force and replaces it when the map changes (Reload,
+// ReloadFile, Watch), so a call that loaded a Topology finishes on it
+// while later calls route by the new one. Pools are shared across
+// versions: a host that stays keeps its connections, and there is one
+// pool per host (per master DSN), never per database. A host that is down
+// fails only the statements sent to it, and reconnects when it is back.
+package topology
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/pointread"
+	"github.com/pinstore/pinstore/store/shardmap"
+	"github.com/pinstore/pinstore/store/shardsql"
+)
+
+// Config is what a Router needs besides the map.
+type Config struct {
+	MapFile  string // where the map came from, for ReloadFile and Watch; "" when built from the environment
+	PoolSize int    // max open connections per host; default 64
+	Reads    pointread.Config
+	Logger   *slog.Logger
+}
+
+// Host is one physical MySQL host of the map in force.
+type Host struct {
+	Name  string
+	Addr  string   // the master's address, no credentials: for errors and logs
+	DB    *sqlx.DB // the pool
+	Reads *pointread.Queue
+}
+
+// Shard is a validated route: a shard database and the host holding it.
+type Shard struct {
+	shardsql.DB
+	Host     *Host
+	ReadOnly bool // its range is being moved: writes are refused
+}
+
+// Writable returns EMoving when the shard's range is read-only.
+func (sh Shard) Writable(op string) error {
+	if sh.ReadOnly {
+		return &model.Error{Code: model.EMoving, Op: op, Message: fmt.Sprintf("shard %d is being moved; retry shortly", sh.N)}
+	}
+	return nil
+}
+
+// Topology is one immutable version of the shard map with its pools.
+type Topology struct {
+	m      *shardmap.Map
+	shards []Shard // index = shard number
+	hosts  []*Host // distinct, in range order
+	open   []int   // shards open for new users and writable
+	loaded time.Time
+}
+
+// Map is the shard map of this version.
+func (t *Topology) Map() *shardmap.Map { return t.m }
+
+// Loaded is when this version was put in force.
+func (t *Topology) Loaded() time.Time { return t.loaded }
+
+// Hosts lists the map's hosts.
+func (t *Topology) Hosts() []*Host { return t.hosts }
+
+// Len is the shard count.
+func (t *Topology) Len() int { return len(t.shards) }
+
+// Shard returns shard n's route; a shard outside the map is EInvalid.
+func (t *Topology) Shard(n int) (Shard, error) {
+	if n < 0 || n >= len(t.shards) {
+		return Shard{}, model.Errorf(model.EInvalid, "shard %d is outside the configured 0-%d", n, len(t.shards)-1)
+	}
+	return t.shards[n], nil
+}
+
+// Route checks id by model.CheckID (want: the type the caller needs) and
+// returns its shard's route and the id's local part. A malformed id, an
+// unknown type or a shard outside the map is EInvalid; another type or
+// local id 0 is ENotFound.
+func (t *Topology) Route(id uint64, want idcodec.Type) (Shard, uint64, error) {
+	p, err := model.CheckID("id", id, want)
+	if err != nil {
+		return Shard{}, 0, err
+	}
+	sh, err := t.Shard(int(p.Shard))
+	return sh, p.Local, err
+}
+
+// RandomOpen is a random shard of the ranges open for new users (and
+// writable): where a new user goes.
+func (t *Topology) RandomOpen() Shard { return t.shards[t.open[rand.IntN(len(t.open))]] }
+
+// ShardsOf lists the shards on h, in order.
+func (t *Topology) ShardsOf(h *Host) []int {
+	var out []int
+	for n, sh := range t.shards {
+		if sh.Host == h {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Router holds the topology in force. It is safe for concurrent use.
+type Router struct {
+	cfg Config
+	cur atomic.Pointer[Topology]
+
+	mu     sync.Mutex
+	pools  map[string]*sqlx.DB // by master DSN, shared across versions
+	queues map[*sqlx.DB]*pointread.Queue
+}
+
+// New builds the topology of m (already validated) and puts it in force.
+// It connects lazily: a host that is down fails only what is routed to it.
+func New(m *shardmap.Map, cfg Config) (*Router, error) {
+	if cfg.PoolSize <= 0 {
+		cfg.PoolSize = 64
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Router{cfg: cfg, pools: map[string]*sqlx.DB{}, queues: map[*sqlx.DB]*pointread.Queue{}}
+	t, err := r.build(m)
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	r.cur.Store(t)
+	return r, nil
+}
+
+// Current is the topology in force. Load it once per operation, so that
+// the operation's statements all route by one version of the map.
+func (r *Router) Current() *Topology { return r.cur.Load() }
+
+// Map is the shard map in force.
+func (r *Router) Map() *shardmap.Map { return r.Current().m }
+
+// MapFile is the file the map came from ("" when none).
+func (r *Router) MapFile() string { return r.cfg.MapFile }
+
+// Reload puts m (already validated) in force. Pools of hosts that stay are
+// kept; calls in flight finish on the old map. The shard count and prefix
+// cannot change while running.
+func (r *Router) Reload(m *shardmap.Map) error {
+	old := r.Current().m
+	if m.Shards != old.Shards || m.DBPrefix != old.DBPrefix {
+		return fmt.Errorf("topology.Reload: shards and db_prefix cannot change while running (%d %q → %d %q)",
+			old.Shards, old.DBPrefix, m.Shards, m.DBPrefix)
+	}
+	t, err := r.build(m)
+	if err != nil {
+		return err
+	}
+	r.cur.Store(t)
+	return nil
+}
+
+// Close closes every pool.
+func (r *Router) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	for dsn, db := range r.pools {
+		errs = append(errs, db.Close())
+		delete(r.pools, dsn)
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Router) build(m *shardmap.Map) (*Topology, error) {
+	t := &Topology{m: m, shards: make([]Shard, m.Shards), loaded: time.Now().UTC()}
+	byName := map[string]*Host{}
+	for name, spec := range m.Hosts {
+		db, q, err := r.pool(spec.Master)
+		if err != nil {
+			return nil, fmt.Errorf("topology: host %q: %w", name, err)
+		}
+		byName[name] = &Host{Name: name, Addr: shardmap.HostAddr(spec.Master), DB: db, Reads: q}
+	}
+	for _, rg := range m.Ranges {
+		h := byName[rg.Host]
+		for n := rg.First; n <= rg.Last; n++ {
+			t.shards[n] = Shard{DB: shardsql.DB{N: n, Name: m.DBName(n)}, Host: h, ReadOnly: rg.ReadOnly}
+			if rg.IsOpen() && !rg.ReadOnly {
+				t.open = append(t.open, n)
+			}
+		}
+		if !containsHost(t.hosts, h) {
+			t.hosts = append(t.hosts, h)
+		}
+	}
+	if len(t.open) == 0 { // shardmap.Validate refuses such a map; a map built by hand may not be validated
+		return nil, errors.New("topology: no writable range is open for new users")
+	}
+	return t, nil
+}
+
+func containsHost(hs []*Host, h *Host) bool {
+	for _, x := range hs {
+		if x == h {
+			return true
+		}
+	}
+	return false
+}
+
+// pool returns the shared pool for dsn and its read queue, opening them
+// the first time.
+func (r *Router) pool(dsn string) (*sqlx.DB, *pointread.Queue, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if db, ok := r.pools[dsn]; ok {
+		return db, r.queues[db], nil
+	}
+	db, err := Dial(dsn, r.cfg.PoolSize)
+	if err != nil {
+		return nil, nil, err
+	}
+	r.pools[dsn] = db
+	r.queues[db] = pointread.NewQueue(db, r.cfg.Reads)
+	return db, r.queues[db], nil
+}
