@@ -126,15 +126,14 @@ func (r *Read) part() shardsql.ObjectSelect {
 	return shardsql.ObjectSelect{DB: r.DB, Type: r.Type, Locals: []uint64{r.Local}, Count: r.Count}
 }
 
-// readAlone reads r with a statement of its own.
+// readAlone reads r with a statement of its own: the plain primary-key
+// select, which costs the driver and the server less than a batch's.
 func (r *Read) readAlone(ctx context.Context, db *sqlx.DB) {
-	found := false
-	r.err = shardsql.ReadObjects(ctx, db, []shardsql.ObjectSelect{r.part()}, func(_ int, row shardsql.Row, n int64) {
-		r.Row, r.N, found = row, n, true
-	})
-	if r.err == nil && !found {
-		r.Row, r.err = shardsql.Row{Local: r.Local}, sql.ErrNoRows
+	if r.Count == 0 {
+		r.Row, r.err = shardsql.ReadObject(ctx, db, r.DB, r.Type, r.Local, shardsql.NoLock)
+		return
 	}
+	r.Row, r.N, r.err = shardsql.ReadObjectCount(ctx, db, r.DB, r.Type, r.Local, r.Count)
 }
 
 // next is called when a statement is done: it hands the lane to the first

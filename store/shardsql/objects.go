@@ -55,6 +55,16 @@ func ReadObject(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.T
 	return r, err
 }
 
+// ReadObjectCount reads one object row and the length of its list count,
+// with one statement; a missing row is sql.ErrNoRows.
+func ReadObjectCount(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.Type, local uint64, count model.Mapping) (Row, int64, error) {
+	r := Row{Local: local}
+	var n int64
+	err := q.QueryRowxContext(ctx, "SELECT o.doc, o.version, o.created_at, o.updated_at, "+countColumn(db, db.ID(typ, local), count)+
+		" FROM "+db.table(objectTables[typ])+" o WHERE o.local_id = ?", local).Scan(&r.Doc, &r.Version, &r.Created, &r.Updated, &n)
+	return r, n, err
+}
+
 // UpdateObject replaces an object's document and raises its version by one.
 func UpdateObject(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.Type, local uint64, doc []byte, at time.Time) error {
 	_, err := x.ExecContext(ctx, "UPDATE "+db.table(objectTables[typ])+" SET doc = ?, version = version + 1, updated_at = ? WHERE local_id = ?", doc, at, local)
