@@ -123,7 +123,7 @@ func (s *Store) drain(ctx context.Context, op string, m model.Mapping, obj uint6
 			if reverse {
 				f, t = e.To, obj
 			}
-			if err := s.removePair(ctx, op, fwd, f, t); err != nil {
+			if err := s.removePair(ctx, op, shardsql.Pair{M: fwd, From: f, To: t}); err != nil {
 				return err
 			}
 		}
@@ -167,7 +167,11 @@ func (s *Store) deleteUserLinks(ctx context.Context, op string, user uint64) err
 			err := s.Delete(ctx, b.To, idcodec.TypeBoard, 0)
 			if model.IsCode(err, model.ENotFound) {
 				// Already deleted but still listed: take it off the list.
-				err = s.removeEdge(ctx, op, model.UserBoards, user, b.To)
+				sh, _, _ := s.route(op, user, idcodec.TypeUser)
+				err = s.inRetryTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+					_, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserBoards, user, b.To)
+					return err
+				})
 			}
 			if err != nil {
 				return err

@@ -59,31 +59,22 @@ func (s *Store) Feed(ctx context.Context, user uint64, p model.Page) (model.List
 	return s.page(entries, p, kindFeed, user), nil
 }
 
-// backfillFeed copies the followee's newest pins into the follower's feed.
-// It runs after both sides of the follow are written; if the follow is gone
-// by then it writes nothing.
-func (s *Store) backfillFeed(ctx context.Context, op string, follower, followee uint64) error {
+// backfillRows reads the followee's newest FeedBackfill pins as the feed
+// rows a follow copies into the follower's feed.
+func (s *Store) backfillRows(ctx context.Context, op string, follower, followee uint64) ([]shardsql.FeedRow, error) {
 	ash, _, err := s.route(op, followee, idcodec.TypeUser)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	c, cancel := s.deadline(ctx)
-	pins, err := shardsql.ReadPage(c, ash.Host.DB, ash.DB, model.UserPins.Table(), followee, shardsql.Page{Limit: s.cfg.FeedBackfill, Desc: true})
-	cancel()
-	if err != nil || len(pins) == 0 {
-		return classify(op, ash, err)
-	}
-	sh, _, err := s.route(op, follower, idcodec.TypeUser)
+	pins, err := shardsql.ReadPage(ctx, ash.Host.DB, ash.DB, model.UserPins.Table(), followee, shardsql.Page{Limit: s.cfg.FeedBackfill, Desc: true})
 	if err != nil {
-		return err
+		return nil, classify(op, ash, err)
 	}
 	rows := make([]shardsql.FeedRow, len(pins))
 	for i, e := range pins {
 		rows[i] = shardsql.FeedRow{Follower: follower, Pin: e.To, Author: followee, Seq: e.Sequence}
 	}
-	return s.inRetryTx(ctx, op, sh, func(tx *sqlx.Tx) error {
-		return insertFeedRows(ctx, tx, sh, rows)
-	})
+	return rows, nil
 }
 
 // insertFeedRows inserts rows in chunks (shardsql.InsertFeedRows).

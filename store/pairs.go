@@ -7,121 +7,206 @@ import (
 
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardsql"
+	"github.com/pinstore/pinstore/store/topology"
 )
+
+// A pair (a follow, a like) has two sides on two shards, so writing it is
+// two transactions. The forward side's transaction also marks the pair in
+// its shard's pair_outbox, and settle then makes the inverse side (and a
+// follow's feed rows) match the forward row while holding the mark's lock,
+// and deletes the mark. A server that dies in between leaves the mark, and
+// any server's sweep (heal.go) settles the pair: every pair is whole again
+// within seconds, with no command run. Every writer of a forward row takes
+// the mark's lock first, so settles of one pair queue, and each makes the
+// inverse match a forward row that cannot change under it.
 
 // pairRoute validates a mapping call: m must be known and, for writes, be
 // one that clients may write (an inverse pair); from and to must be of
 // m's types. The pair is returned forward side first.
-func (s *Store) pairRoute(op string, m model.Mapping, from, to uint64) (fwd model.Mapping, f, t uint64, err error) {
+func (s *Store) pairRoute(op string, m model.Mapping, from, to uint64) (shardsql.Pair, error) {
 	if !m.Valid() {
-		return 0, 0, 0, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
+		return shardsql.Pair{}, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
 	}
 	inv, ok := m.Inverse()
 	if !ok {
-		return 0, 0, 0, model.Wrap(op, model.EInvalid, m.String()+" is kept by creating and deleting objects", nil)
+		return shardsql.Pair{}, model.Wrap(op, model.EInvalid, m.String()+" is kept by creating and deleting objects", nil)
 	}
 	if _, _, err := s.route(op, from, m.From()); err != nil {
-		return 0, 0, 0, err
+		return shardsql.Pair{}, err
 	}
 	if _, _, err := s.route(op, to, m.To()); err != nil {
-		return 0, 0, 0, err
+		return shardsql.Pair{}, err
 	}
 	if m.Forward() {
-		return m, from, to, nil
+		return shardsql.Pair{M: m, From: from, To: to}, nil
 	}
-	return inv, to, from, nil
+	return shardsql.Pair{M: inv, From: to, To: from}, nil
 }
 
-// AddMapping adds from→to and its inverse: forward side first, each side
-// in its own shard transaction, each idempotent. A follow also copies the
-// followee's newest pins into the follower's feed. ENotFound when either
-// object is not live.
+// AddMapping adds from→to and its inverse: the forward side first, then
+// the inverse, each idempotent. A follow also copies the followee's newest
+// pins into the follower's feed. ENotFound when either object is not live
+// (a target deleted meanwhile leaves no pair behind).
 func (s *Store) AddMapping(ctx context.Context, m model.Mapping, from, to uint64) error {
 	const op = "store.AddMapping"
-	fwd, f, t, err := s.pairRoute(op, m, from, to)
+	p, err := s.pairRoute(op, m, from, to)
 	if err != nil {
 		return err
 	}
-	if fwd.From() == fwd.To() && f == t {
+	if p.M.From() == p.M.To() && p.From == p.To {
 		return model.Wrap(op, model.EInvalid, "an object cannot be linked to itself", nil)
 	}
-	if _, err := s.Get(ctx, t, fwd.To()); err != nil {
+	if _, err := s.Get(ctx, p.To, p.M.To()); err != nil {
 		return err
 	}
-	fsh, fLocal, _ := s.route(op, f, fwd.From())
-	seq := shardsql.Sequence(shardsql.Now())
+	fsh, fLocal, _ := s.route(op, p.From, p.M.From())
+	at := shardsql.Now()
 	err = s.inRetryTx(ctx, op, fsh, func(tx *sqlx.Tx) error {
-		if _, _, err := readLive(ctx, tx, op, fsh, fwd.From(), fLocal, shardsql.ShareLock); err != nil {
+		if err := shardsql.MarkPair(ctx, tx, fsh.DB, p, at); err != nil {
 			return err
 		}
-		_, err := shardsql.AddEdge(ctx, tx, fsh.DB, fwd, f, t, seq)
+		if _, _, err := readLive(ctx, tx, op, fsh, p.M.From(), fLocal, shardsql.ShareLock); err != nil {
+			return err
+		}
+		_, err := shardsql.AddEdge(ctx, tx, fsh.DB, p.M, p.From, p.To, shardsql.Sequence(at))
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	inv, _ := fwd.Inverse()
-	tsh, tLocal, _ := s.route(op, t, inv.From())
-	err = s.inRetryTx(ctx, op, tsh, func(tx *sqlx.Tx) error {
-		// The target's row lock orders this with a delete of the target:
-		// either the inverse row commits before the delete does, and the
-		// delete's drain removes the pair, or the target is seen deleted.
-		if _, _, err := readLive(ctx, tx, op, tsh, fwd.To(), tLocal, shardsql.ShareLock); err != nil {
-			return err
-		}
-		_, err := shardsql.AddEdge(ctx, tx, tsh.DB, inv, t, f, seq)
-		return err
-	})
-	if model.IsCode(err, model.ENotFound) {
-		// Deleted since the check above: take the forward row back (if this
-		// fails too, repair removes rows that point at deleted objects).
-		if rerr := s.removeEdge(ctx, op, fwd, f, t); rerr != nil {
-			return rerr
-		}
-	}
-	if err == nil && fwd == model.UserFollowing {
-		err = s.backfillFeed(ctx, op, f, t)
-	}
-	return err
+	return s.settle(ctx, op, p)
 }
 
 // RemoveMapping removes from→to and its inverse, forward side first.
 // Removing an absent pair is a no-op. The objects need not be live.
 func (s *Store) RemoveMapping(ctx context.Context, m model.Mapping, from, to uint64) error {
 	const op = "store.RemoveMapping"
-	fwd, f, t, err := s.pairRoute(op, m, from, to)
+	p, err := s.pairRoute(op, m, from, to)
 	if err != nil {
 		return err
 	}
-	return s.removePair(ctx, op, fwd, f, t)
+	return s.removePair(ctx, op, p)
 }
 
-// removePair removes f→t from fwd, then its inverse. An unfollow clears
-// the followee's pins from the follower's feed, before the inverse (the
-// feed is on the follower's shard, like the forward row; the inverse may
-// be on a host that is down).
-func (s *Store) removePair(ctx context.Context, op string, fwd model.Mapping, f, t uint64) error {
-	if err := s.removeEdge(ctx, op, fwd, f, t); err != nil {
+// removePair removes p's forward row, then settles the pair (its inverse
+// goes, and an unfollow takes the followee's pins out of the feed).
+func (s *Store) removePair(ctx context.Context, op string, p shardsql.Pair) error {
+	fsh, _, err := s.route(op, p.From, p.M.From())
+	if err != nil {
 		return err
 	}
-	if fwd == model.UserFollowing {
-		if _, err := s.dropFeedAuthor(ctx, op, f, t); err != nil {
+	err = s.inRetryTx(ctx, op, fsh, func(tx *sqlx.Tx) error {
+		if err := shardsql.MarkPair(ctx, tx, fsh.DB, p, shardsql.Now()); err != nil {
 			return err
 		}
-	}
-	inv, _ := fwd.Inverse()
-	return s.removeEdge(ctx, op, inv, t, f)
-}
-
-// removeEdge removes from→to from m (and its count) in a transaction of
-// its own on from's shard.
-func (s *Store) removeEdge(ctx context.Context, op string, m model.Mapping, from, to uint64) error {
-	sh, _, err := s.route(op, from, m.From())
+		_, err := shardsql.RemoveEdge(ctx, tx, fsh.DB, p.M, p.From, p.To)
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	return s.inRetryTx(ctx, op, sh, func(tx *sqlx.Tx) error {
-		_, err := shardsql.RemoveEdge(ctx, tx, sh.DB, m, from, to)
+	return s.settle(ctx, op, p)
+}
+
+// heal marks p and settles it: the inverse comes to match the forward row,
+// whatever either holds now.
+func (s *Store) heal(ctx context.Context, op string, p shardsql.Pair) error {
+	fsh, _, err := s.route(op, p.From, p.M.From())
+	if err != nil {
 		return err
+	}
+	if err := s.inRetryTx(ctx, op, fsh, func(tx *sqlx.Tx) error {
+		return shardsql.MarkPair(ctx, tx, fsh.DB, p, shardsql.Now())
+	}); err != nil {
+		return err
+	}
+	return s.settle(ctx, op, p)
+}
+
+// settle makes p's inverse side match its forward row, under the lock of
+// p's pair_outbox mark, and deletes the mark; a pair with no mark was
+// settled after its last change and is left alone. A forward row whose
+// target is no longer live is removed instead (the target's delete has
+// drained, or will drain, its other pairs): then settle returns ENotFound.
+// A follow's feed follows the forward row: the followee's newest pins are
+// copied in, or all of them taken out.
+func (s *Store) settle(ctx context.Context, op string, p shardsql.Pair) error {
+	fsh, _, err := s.route(op, p.From, p.M.From())
+	if err != nil {
+		return err
+	}
+	inv, _ := p.M.Inverse()
+	tsh, tLocal, err := s.route(op, p.To, inv.From())
+	if err != nil {
+		return err
+	}
+	gone := false
+	err = s.inRetryTx(ctx, op, fsh, func(tx *sqlx.Tx) error {
+		gone = false
+		marked, err := shardsql.LockPair(ctx, tx, fsh.DB, p)
+		if err != nil || !marked {
+			return err
+		}
+		seq, present, err := shardsql.ReadEdge(ctx, tx, fsh.DB, p.M, p.From, p.To)
+		if err != nil {
+			return err
+		}
+		if present {
+			err = s.inRetryTx(ctx, op, tsh, func(itx *sqlx.Tx) error {
+				// The target's row lock orders this with a delete of the
+				// target: either the inverse row commits before the delete
+				// does, and the delete's drain removes the pair, or the
+				// target is seen deleted.
+				if _, _, err := readLive(ctx, itx, op, tsh, p.M.To(), tLocal, shardsql.ShareLock); err != nil {
+					return err
+				}
+				_, err := shardsql.AddEdge(ctx, itx, tsh.DB, inv, p.To, p.From, seq)
+				return err
+			})
+			if model.IsCode(err, model.ENotFound) {
+				gone, present = true, false
+				_, err = shardsql.RemoveEdge(ctx, tx, fsh.DB, p.M, p.From, p.To)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		if !present {
+			err = s.inRetryTx(ctx, op, tsh, func(itx *sqlx.Tx) error {
+				_, err := shardsql.RemoveEdge(ctx, itx, tsh.DB, inv, p.To, p.From)
+				return err
+			})
+		}
+		if err != nil {
+			return err
+		}
+		if p.M == model.UserFollowing {
+			if err := s.settleFeed(ctx, op, tx, fsh, p, present); err != nil {
+				return err
+			}
+		}
+		return shardsql.UnmarkPair(ctx, tx, fsh.DB, p)
 	})
+	if err == nil && gone {
+		return notFound(op, p.M.To())
+	}
+	return err
+}
+
+// settleFeed makes the follower's feed match a settled follow (the feed is
+// on the follower's shard, like the forward row, so it is written in the
+// settle's own transaction): followed, the followee's newest FeedBackfill
+// pins are copied in (a pin created meanwhile is seen either by this copy
+// or by its own fan-out, which reads the followers after the pin and this
+// follow's inverse committed); not followed, every pin of theirs goes.
+func (s *Store) settleFeed(ctx context.Context, op string, tx *sqlx.Tx, fsh topology.Shard, p shardsql.Pair, followed bool) error {
+	if !followed {
+		_, err := shardsql.DeleteFeedAuthor(ctx, tx, fsh.DB, p.From, p.To)
+		return err
+	}
+	rows, err := s.backfillRows(ctx, op, p.From, p.To)
+	if err != nil {
+		return err
+	}
+	return insertFeedRows(ctx, tx, fsh, rows)
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardsql"
@@ -52,31 +50,28 @@ func (s *Store) Repair(ctx context.Context, dryRun bool, progress io.Writer) ([]
 				return live, nil
 			}
 			for _, e := range gone {
-				if err := s.removePair(ctx, op, fwd, e.From, e.To); err != nil {
+				if err := s.removePair(ctx, op, shardsql.Pair{M: fwd, From: e.From, To: e.To}); err != nil {
 					return nil, err
 				}
 			}
 			return live, nil
 		}
-		if err := s.scanPairs(ctx, fwd, inv, &rep.Checked, dead, func(sh topology.Shard, e shardsql.PairRow) error {
+		if err := s.scanPairs(ctx, fwd, inv, &rep.Checked, dead, func(e shardsql.PairRow) error {
 			rep.MissingInverse++
 			if dryRun {
 				return nil
 			}
-			return s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
-				_, err := shardsql.AddEdge(ctx, tx, sh.DB, inv, e.To, e.From, e.Seq)
-				return err
-			})
+			return s.healed(ctx, op, shardsql.Pair{M: fwd, From: e.From, To: e.To})
 		}); err != nil {
 			return out, err
 		}
 		// Pass 2: inverse rows whose forward row is missing.
-		if err := s.scanPairs(ctx, inv, fwd, &rep.Checked, nil, func(_ topology.Shard, e shardsql.PairRow) error {
+		if err := s.scanPairs(ctx, inv, fwd, &rep.Checked, nil, func(e shardsql.PairRow) error {
 			rep.OrphanInverse++
 			if dryRun {
 				return nil
 			}
-			return s.removeEdge(ctx, op, inv, e.From, e.To)
+			return s.healed(ctx, op, shardsql.Pair{M: fwd, From: e.To, To: e.From})
 		}); err != nil {
 			return out, err
 		}
@@ -86,6 +81,15 @@ func (s *Store) Repair(ctx context.Context, dryRun bool, progress io.Writer) ([]
 		out = append(out, rep)
 	}
 	return out, nil
+}
+
+// healed is heal, content with a pair that went because its target is
+// gone.
+func (s *Store) healed(ctx context.Context, op string, p shardsql.Pair) error {
+	if err := s.heal(ctx, op, p); err != nil && !model.IsCode(err, model.ENotFound) {
+		return err
+	}
+	return nil
 }
 
 // splitLive splits forward rows of fwd into those whose both ends are live
@@ -125,9 +129,9 @@ func (s *Store) splitLive(ctx context.Context, fwd model.Mapping, rows []shardsq
 }
 
 // scanPairs reads every row of m on every shard, in batches, keeps those
-// that keep (nil: all) returns, and calls missing(shardOfOtherSide, row)
+// that keep (nil: all) returns, and calls missing(row)
 // for each row whose mirror in other (to → from) does not exist.
-func (s *Store) scanPairs(ctx context.Context, m, other model.Mapping, checked *int, keep func([]shardsql.PairRow) ([]shardsql.PairRow, error), missing func(topology.Shard, shardsql.PairRow) error) error {
+func (s *Store) scanPairs(ctx context.Context, m, other model.Mapping, checked *int, keep func([]shardsql.PairRow) ([]shardsql.PairRow, error), missing func(shardsql.PairRow) error) error {
 	const op = "store.Repair"
 	t := s.router.Current()
 	for n := range t.Len() {
@@ -152,7 +156,7 @@ func (s *Store) scanPairs(ctx context.Context, m, other model.Mapping, checked *
 
 // checkMirrors looks up the mirror (to → from) of every row in other, one
 // statement per shard, and reports the rows whose mirror is missing.
-func (s *Store) checkMirrors(ctx context.Context, t *topology.Topology, other model.Mapping, rows []shardsql.PairRow, missing func(topology.Shard, shardsql.PairRow) error) error {
+func (s *Store) checkMirrors(ctx context.Context, t *topology.Topology, other model.Mapping, rows []shardsql.PairRow, missing func(shardsql.PairRow) error) error {
 	const op = "store.Repair"
 	byShard := map[int][]shardsql.PairRow{}
 	for _, r := range rows {
@@ -174,7 +178,7 @@ func (s *Store) checkMirrors(ctx context.Context, t *topology.Topology, other mo
 		}
 		for _, r := range rs {
 			if !found[[2]uint64{r.To, r.From}] {
-				if err := missing(sh, r); err != nil {
+				if err := missing(r); err != nil {
 					return err
 				}
 			}

@@ -61,6 +61,7 @@ type Config struct {
 	QueryTimeout   time.Duration // per-statement deadline when the caller set none; default 5s
 	FeedBackfill   int           // a followee's newest pins a follow copies into the feed; default 1000
 	FeedSweep      time.Duration // redo fan-out left in feed_outbox: at Open, then this often; 0 = never (tools)
+	PairSweep      time.Duration // settle pairs left marked in pair_outbox: at Open, then this often; 0 = never (tools)
 	Redis          RedisConfig
 	Logger         *slog.Logger
 	Registerer     prometheus.Registerer
@@ -93,6 +94,9 @@ type Store struct {
 	redis      redis.UniversalClient // nil when the cache is disabled
 	ownerCache *ownercache.Cache
 	owners     *ownercache.Guard // nil when the cache is disabled
+
+	stop context.CancelFunc // stops the background loops
+	done chan struct{}      // closed when they have stopped
 }
 
 // Open connects to every host of cfg.Map (lazily: a host that is down fails
@@ -138,12 +142,22 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		Logger:       cfg.Logger,
 		Registerer:   cfg.Registerer,
 	})
+	loops, stop := context.WithCancel(context.Background())
+	s.stop, s.done = stop, make(chan struct{})
+	go func() {
+		defer close(s.done)
+		if cfg.PairSweep > 0 {
+			s.healLoop(loops, cfg.PairSweep)
+		}
+	}()
 	return s, nil
 }
 
 // Close finishes the queued feed fan-out (giving it one last try), then
 // closes every pool and the Redis client.
 func (s *Store) Close() error {
+	s.stop()
+	<-s.done
 	s.feed.Close()
 	s.owners.Close()
 	errs := []error{s.router.Close()}

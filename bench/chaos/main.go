@@ -7,12 +7,14 @@
 // follow/unfollow, like/unlike, PATCH pins and boards, delete pins, some
 // reads), and remembers every acknowledged (2xx) write and the state it
 // implies. Optionally it SIGKILLs and restarts the server every
-// -kill-every and stops and restarts Redis every -redis-flap-every. Then
-// it runs `pinstore repair` and verifies through the API that no
-// acknowledged write was lost: objects readable (or deleted), last
+// -kill-every and stops and restarts Redis every -redis-flap-every. Then,
+// with no command run, it waits until a dry-run repair finds nothing left
+// to fix (pairs and feeds heal by themselves; it reports how long that
+// took), verifies through the API that no acknowledged write was lost: objects readable (or deleted), last
 // acknowledged field values, exact follow/like lists (every page), counts
 // equal to list lengths, both sides of every pair, board/user lists, pin
-// owners. It exits 1 on any mismatch. Writes whose outcome is unknown (5xx,
+// owners; and runs `pinstore repair`, which must find nothing. It exits 1
+// on any mismatch. Writes whose outcome is unknown (5xx,
 // connection died) are tracked and excluded from exact checks.
 //
 //	go build -o /tmp/pinstore-chaos ./cmd/pinstore
@@ -164,7 +166,8 @@ type summary struct {
 	killErrors     []string
 	repair         string
 	repairDry      string
-	backlogWait    string // how long the feed fan-out took to drain before repair
+	backlogWait    string // how long the feed fan-out took to drain before the checks
+	heal           heal   // how long until no pair or feed row was left to repair
 	res            *results
 	objects        map[string]int
 	pairs          map[string]int
@@ -314,7 +317,8 @@ func run(c config) (int, error) {
 			sum.unknownCreates[k] += n
 		}
 	}
-	fmt.Printf("chaos: load done in %s; repairing and verifying\n", sum.elapsed.Round(time.Millisecond))
+	loadEnd := time.Now()
+	fmt.Printf("chaos: load done in %s; waiting for pairs and feeds to heal, then verifying\n", sum.elapsed.Round(time.Millisecond))
 
 	// Everything up again, then repair, then verify.
 	if err := rs.start(); err != nil {
@@ -326,9 +330,17 @@ func run(c config) (int, error) {
 		}
 	}
 	// Let the server finish the feed fan-out it has queued (including what
-	// its start-up sweep found), so repair counts only what fan-out alone
-	// would never write.
+	// its start-up sweep found), then wait, with no command run, until a
+	// dry-run repair finds nothing: pairs and feeds heal by themselves.
 	sum.backlogWait = waitFeedBacklog(cl, 60*time.Second)
+	sum.heal = waitHealed(srv, loadEnd, 120*time.Second)
+
+	// Verify what the server made of it on its own; repair runs after, and
+	// what it still finds is reported.
+	vstart := time.Now()
+	v := newVerifier(cl, c.conns, workers, db, c.dbPrefix)
+	v.run()
+	sum.verifyTime = time.Since(vstart)
 	out, err := srv.runTool(context.Background(), "repair")
 	if err != nil {
 		return 0, err
@@ -339,11 +351,10 @@ func run(c config) (int, error) {
 		return 0, err
 	}
 	sum.repairDry = strings.TrimSpace(string(out))
+	if p, f := broken(sum.repair); p+f > 0 {
+		v.res.bad("repair after healing", "repair still fixed %d pairs and %d feed rows", p, f)
+	}
 
-	vstart := time.Now()
-	v := newVerifier(cl, c.conns, workers, db, c.dbPrefix)
-	v.run()
-	sum.verifyTime = time.Since(vstart)
 	sum.res = v.res
 	sum.objects = map[string]int{"users": len(v.users), "boards": len(v.boards), "pins": len(v.pins)}
 	sum.pairs = map[string]int{"follow": len(v.follows), "like": len(v.likes)}
@@ -433,6 +444,65 @@ func waitFeedBacklog(c *client, limit time.Duration) string {
 	return "not drained within " + limit.String()
 }
 
+// heal is how long pairs and feeds took to be whole with no command run.
+type heal struct {
+	afterLoad, afterStart time.Duration // since the load ended, since the last server start
+	checks                int           // dry-run repairs run
+	healed                bool
+	left                  string // what the last dry run found, when not healed
+}
+
+func (h heal) String() string {
+	if !h.healed {
+		return fmt.Sprintf("NOT healed after %s (%d dry runs): %s", h.afterLoad.Round(100*time.Millisecond), h.checks, h.left)
+	}
+	return fmt.Sprintf("whole %s after the load ended, %s after the last server start (%d dry-run repairs)",
+		h.afterLoad.Round(100*time.Millisecond), h.afterStart.Round(100*time.Millisecond), h.checks)
+}
+
+// waitHealed runs `pinstore repair --dry-run` until it finds no pair and no
+// feed row to fix, or limit passes.
+func waitHealed(srv *server, loadEnd time.Time, limit time.Duration) heal {
+	var h heal
+	for time.Since(loadEnd) < limit {
+		out, err := srv.runTool(context.Background(), "repair", "--dry-run")
+		h.checks++
+		p, f := broken(string(out))
+		if err == nil && p+f == 0 {
+			h.healed = true
+			h.afterLoad, h.afterStart = time.Since(loadEnd), time.Since(srv.startedAt())
+			return h
+		}
+		h.left = fmt.Sprintf("%d pairs, %d feed rows (%v)", p, f, err)
+		time.Sleep(500 * time.Millisecond)
+	}
+	h.afterLoad = time.Since(loadEnd)
+	return h
+}
+
+// broken counts what a repair report fixed (or, dry, would fix): pairs
+// with a dead end, a missing or an orphan inverse, and feed rows missing or
+// stale. An unreadable report counts as one of each.
+func broken(js string) (pairs, feeds int) {
+	var r struct {
+		Pairs []struct {
+			DeadEndpoint   int `json:"dead_endpoint"`
+			MissingInverse int `json:"missing_inverse"`
+			OrphanInverse  int `json:"orphan_inverse"`
+		} `json:"pairs"`
+		Feeds struct {
+			Missing, Stale int
+		} `json:"feeds"`
+	}
+	if json.Unmarshal([]byte(strings.TrimSpace(js)), &r) != nil {
+		return 1, 1
+	}
+	for _, p := range r.Pairs {
+		pairs += p.DeadEndpoint + p.MissingInverse + p.OrphanInverse
+	}
+	return pairs, r.Feeds.Missing + r.Feeds.Stale
+}
+
 // repairLine summarizes repair's JSON report.
 func repairLine(js string) string {
 	var r struct {
@@ -477,8 +547,9 @@ func (s *summary) print(w io.Writer) {
 		fmt.Fprintf(w, "fault injection error: %s\n", e)
 	}
 	fmt.Fprintf(w, "tracked: %s; pairs %s\n", kv(s.objects), kv(s.pairs))
-	fmt.Fprintf(w, "feed fan-out backlog drained before repair in %s\n", s.backlogWait)
-	fmt.Fprintf(w, "repair: %s\n", repairLine(s.repair))
+	fmt.Fprintf(w, "feed fan-out backlog drained in %s\n", s.backlogWait)
+	fmt.Fprintf(w, "healing, no command run: %s\n", s.heal)
+	fmt.Fprintf(w, "repair, after the checks: %s\n", repairLine(s.repair))
 	fmt.Fprintf(w, "repair --dry-run afterwards: %s\n", repairLine(s.repairDry))
 	fmt.Fprintf(w, "verification (%s): %d checks passed, %d mismatches\n", s.verifyTime.Round(time.Millisecond), sum(s.res.checks), sum(s.res.mismatches))
 	for _, k := range sortedKeys(s.res.checks) {
@@ -529,7 +600,8 @@ func (s *summary) printMarkdown(w io.Writer) {
 	row("errors by kind", kv(st.kinds))
 	row("creates with unknown outcome", kv(s.unknownCreates))
 	row("tracked objects / pairs", kv(s.objects)+"; "+kv(s.pairs))
-	row("repair", repairLine(s.repair))
+	row("healing, no command run", s.heal)
+	row("repair, after the checks", repairLine(s.repair))
 	row("checks passed", sum(s.res.checks))
 	row("excluded (unknown outcome)", sum(s.res.excluded))
 	row("explained by an unacknowledged delete", sum(s.res.explained))

@@ -28,6 +28,15 @@ type server struct {
 	cmd *exec.Cmd
 	// exited is closed when the current process has been waited for.
 	exited chan struct{}
+	// started is when the current process was started.
+	started time.Time
+}
+
+// startedAt is when the running server process was started.
+func (s *server) startedAt() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.started
 }
 
 // runTool runs `pinstore args...` with the server's environment and
@@ -60,6 +69,7 @@ func (s *server) start(timeout time.Duration) error {
 		return err
 	}
 	s.cmd = cmd
+	s.started = time.Now()
 	done := make(chan struct{})
 	s.exited = done
 	go func() { _ = cmd.Wait(); close(done) }()

@@ -84,6 +84,16 @@ func mapPoll(getenv func(string) string) (time.Duration, error) {
 	return durationFromEnv(getenv, "PINSTORE_MAP_POLL", topology.DefaultMapPoll, false)
 }
 
+// defaultPairSweep is how often a server settles pairs a request left
+// unfinished (pair_outbox), when PINSTORE_PAIR_SWEEP does not say otherwise.
+const defaultPairSweep = 2 * time.Second
+
+// pairSweep reads PINSTORE_PAIR_SWEEP (a Go duration; "0" turns the sweep
+// off), defaulting to defaultPairSweep.
+func pairSweep(getenv func(string) string) (time.Duration, error) {
+	return durationFromEnv(getenv, "PINSTORE_PAIR_SWEEP", defaultPairSweep, true)
+}
+
 // feedSweep reads PINSTORE_FEED_SWEEP (a Go duration; "0" turns the sweep
 // off), defaulting to defaultFeedSweep.
 func feedSweep(getenv func(string) string) (time.Duration, error) {

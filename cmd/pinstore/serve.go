@@ -70,6 +70,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if cfg.FeedSweep, err = feedSweep(getenv); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	if cfg.PairSweep, err = pairSweep(getenv); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 	st, err := store.Open(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("serve: open store: %w", err)

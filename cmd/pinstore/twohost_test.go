@@ -266,12 +266,17 @@ func TestServeTwoHosts(t *testing.T) {
 	if feed, _ := s.all("/v1/users/"+alice.ID+"/feed", 10); len(feed) != 0 {
 		t.Fatalf("alice unfollowed bob, yet her feed holds %v", feed)
 	}
-	bobFollowers, _ = s.all("/v1/users/"+bob.ID+"/followers", 10)
-	if !slices.Contains(bobFollowers, alice.ID) {
-		t.Fatalf("bob's followers %v: expected the stale inverse before repair", bobFollowers)
+	// The unfollow left its mark in alice's shard: the server's pair sweep
+	// takes bob's stale follower row away by itself once h1 is back, with
+	// no command run.
+	for bobFollowers, _ = s.all("/v1/users/"+bob.ID+"/followers", 10); slices.Contains(bobFollowers, alice.ID); bobFollowers, _ = s.all("/v1/users/"+bob.ID+"/followers", 10) {
+		if time.Now().After(deadline.Add(5 * time.Second)) {
+			t.Fatalf("bob's followers %v: the unfollow's other side did not heal within 15s of h1's restart", bobFollowers)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 
-	// pinstore repair restores the inverse from the forward side.
+	// pinstore repair, the full check, finds nothing left to fix.
 	out, err := runCmd(t, th.env, "repair")
 	if err != nil {
 		t.Fatalf("repair: %v\n%s", err, out)
@@ -287,11 +292,7 @@ func TestServeTwoHosts(t *testing.T) {
 		t.Fatalf("feed repair after the outage (carol follows alice and bob) %s", out)
 	}
 	for _, r := range rep.Pairs {
-		want := 0
-		if r.Mapping == model.UserFollowing.String() {
-			want = 1 // bob's stale follower row
-		}
-		if r.OrphanInverse != want || r.MissingInverse != 0 {
+		if r.OrphanInverse != 0 || r.MissingInverse != 0 || r.DeadEndpoint != 0 {
 			t.Fatalf("repair report %s", out)
 		}
 	}

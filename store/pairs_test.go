@@ -1,0 +1,190 @@
+package store
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/shardsql"
+)
+
+// halfWrite changes p's forward row and marks the pair, as a server that
+// died right after its forward transaction leaves them: no settle.
+func halfWrite(t *testing.T, s *Store, p shardsql.Pair, add bool) {
+	t.Helper()
+	sh, _, err := s.route("test", p.From, p.M.From())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.inTx(ctx, "test", sh, func(tx *sqlx.Tx) error {
+		if err := shardsql.MarkPair(ctx, tx, sh.DB, p, shardsql.Now()); err != nil {
+			return err
+		}
+		if add {
+			_, err := shardsql.AddEdge(ctx, tx, sh.DB, p.M, p.From, p.To, shardsql.Sequence(shardsql.Now()))
+			return err
+		}
+		_, err := shardsql.RemoveEdge(ctx, tx, sh.DB, p.M, p.From, p.To)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// marks counts the pair_outbox rows of every shard.
+func marks(t *testing.T, s *Store) int {
+	t.Helper()
+	top := s.router.Current()
+	total := 0
+	for n := range top.Len() {
+		sh, _ := top.Shard(n)
+		var k int
+		if err := sh.Host.DB.QueryRow("SELECT COUNT(*) FROM " + sh.Name + ".pair_outbox").Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		total += k
+	}
+	return total
+}
+
+// brokenPairs is what a dry-run repair would fix.
+func brokenPairs(t *testing.T, s *Store) int {
+	t.Helper()
+	rep, err := s.Repair(ctx, true, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, r := range rep {
+		n += r.DeadEndpoint + r.MissingInverse + r.OrphanInverse
+	}
+	return n
+}
+
+// A follow and a like left half-way (forward written, inverse not) and an
+// unfollow left half-way are settled by the sweep alone: inverses, counts
+// and the follower's feed match the forward rows, and no mark is left.
+func TestHealPairsFinishesWhatADeadServerLeft(t *testing.T) {
+	s, _ := openTest(t)
+	a, b, c := mustUser(t, s, "a"), mustUser(t, s, "b"), mustUser(t, s, "c")
+	bPin, cPin := mustPin(t, s, mustBoard(t, s, b)), mustPin(t, s, mustBoard(t, s, c))
+	if err := s.AddMapping(ctx, model.UserFollowing, a, c); err != nil {
+		t.Fatal(err)
+	}
+	waitFeed(t, s)
+	halfWrite(t, s, shardsql.Pair{M: model.UserFollowing, From: a, To: b}, true)
+	halfWrite(t, s, shardsql.Pair{M: model.UserLikes, From: a, To: bPin}, true)
+	halfWrite(t, s, shardsql.Pair{M: model.UserFollowing, From: a, To: c}, false)
+	if got := all(t, s, model.UserFollowers, b, 10, true); len(got) != 0 {
+		t.Fatalf("setup: b's followers %v", got)
+	}
+	if n := brokenPairs(t, s); n != 3 {
+		t.Fatalf("setup: repair would fix %d pairs, want 3", n)
+	}
+
+	n, err := s.HealPairs(ctx, 0)
+	if err != nil || n != 3 {
+		t.Fatalf("HealPairs = %d, %v; want 3 settled", n, err)
+	}
+	if got := all(t, s, model.UserFollowers, b, 10, true); !slices.Equal(got, []uint64{a}) {
+		t.Fatalf("b's followers %v", got)
+	}
+	if got := all(t, s, model.PinLikers, bPin, 10, true); !slices.Equal(got, []uint64{a}) {
+		t.Fatalf("likers %v", got)
+	}
+	if got := all(t, s, model.UserFollowers, c, 10, true); len(got) != 0 {
+		t.Fatalf("c's followers after the unfollow %v", got)
+	}
+	if count(t, s, model.UserFollowers, b) != 1 || count(t, s, model.PinLikers, bPin) != 1 || count(t, s, model.UserFollowers, c) != 0 {
+		t.Fatal("counts do not match the lists")
+	}
+	// The feed follows the follows: b's pin in, c's pin out.
+	if got := feedAll(t, s, a, 10); !slices.Equal(got, []uint64{bPin}) {
+		t.Fatalf("a's feed %v, want [%d] (not %d)", got, bPin, cPin)
+	}
+	if m := marks(t, s); m != 0 {
+		t.Fatalf("%d marks left", m)
+	}
+	if n := brokenPairs(t, s); n != 0 {
+		t.Fatalf("repair still finds %d", n)
+	}
+	if n, _ := s.HealPairs(ctx, 0); n != 0 {
+		t.Fatalf("a second sweep settled %d", n)
+	}
+}
+
+// A server runs the sweep on its own: a pair left half-way heals within
+// seconds with no command run.
+func TestPairsHealWithoutACommand(t *testing.T) {
+	s0, m := openTest(t)
+	a, b := mustUser(t, s0, "a"), mustUser(t, s0, "b")
+	halfWrite(t, s0, shardsql.Pair{M: model.UserFollowing, From: a, To: b}, true)
+	s, err := Open(ctx, Config{Map: m, CursorSecret: []byte("test"), PairSweep: 50 * time.Millisecond, Redis: RedisConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	start := time.Now()
+	for !slices.Equal(all(t, s0, model.UserFollowers, b, 10, true), []uint64{a}) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("the pair did not heal within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("healed in %v", time.Since(start).Round(time.Millisecond))
+}
+
+// Follows and unfollows of one pair racing each other leave both sides,
+// the count and the feed agreeing with the last forward write, with no
+// repair: each settle makes the inverse match a forward row no one can
+// change under it.
+func TestRacingFollowsStayPaired(t *testing.T) {
+	s, _ := openTest(t)
+	a, b := mustUser(t, s, "a"), mustUser(t, s, "b")
+	pin := mustPin(t, s, mustBoard(t, s, b))
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 15 {
+				var err error
+				if (w+i)%2 == 0 {
+					err = s.AddMapping(ctx, model.UserFollowing, a, b)
+				} else {
+					err = s.RemoveMapping(ctx, model.UserFollowing, a, b)
+				}
+				if err != nil && !model.IsCode(err, model.EUnavailable) { // a lock wait past the deadline is the only fault allowed
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	following := slices.Contains(all(t, s, model.UserFollowing, a, 10, true), b)
+	followed := slices.Contains(all(t, s, model.UserFollowers, b, 10, true), a)
+	if following != followed {
+		t.Fatalf("a follows b: %v; b's followers hold a: %v", following, followed)
+	}
+	want := int64(0)
+	if following {
+		want = 1
+	}
+	if count(t, s, model.UserFollowing, a) != want || count(t, s, model.UserFollowers, b) != want {
+		t.Fatal("counts do not match")
+	}
+	waitFeed(t, s)
+	if got := feedAll(t, s, a, 10); following != slices.Equal(got, []uint64{pin}) {
+		t.Fatalf("following %v, feed %v", following, got)
+	}
+	if m := marks(t, s); m != 0 {
+		t.Fatalf("%d marks left", m)
+	}
+	if n := brokenPairs(t, s); n != 0 {
+		t.Fatalf("repair would fix %d", n)
+	}
+}

@@ -1,0 +1,99 @@
+package shardsql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/pinstore/pinstore/model"
+)
+
+const pairOutboxTable = "pair_outbox"
+
+// Pair is one pair of a mapping with an inverse, forward side: M (a
+// forward mapping) from From to To.
+type Pair struct {
+	M        model.Mapping
+	From, To uint64
+}
+
+// MarkPair records in db's pair_outbox that p's inverse may not match its
+// forward row, taking the row's lock: the first statement of every
+// transaction that changes p's forward row.
+func MarkPair(ctx context.Context, x sqlx.ExecerContext, db DB, p Pair, at time.Time) error {
+	_, err := x.ExecContext(ctx, "INSERT INTO "+db.table(pairOutboxTable)+" (mapping, from_id, to_id, created_at) VALUES (?, ?, ?, ?)"+
+		" ON DUPLICATE KEY UPDATE created_at = VALUES(created_at)", uint8(p.M), p.From, p.To, at)
+	return err
+}
+
+// LockPair locks p's pair_outbox row (FOR UPDATE) and reports whether it
+// is there: when it is not, a settle that began after the last change of
+// the forward row has already run.
+func LockPair(ctx context.Context, q sqlx.QueryerContext, db DB, p Pair) (bool, error) {
+	var one int
+	err := q.QueryRowxContext(ctx, "SELECT 1 FROM "+db.table(pairOutboxTable)+" WHERE mapping = ? AND from_id = ? AND to_id = ? FOR UPDATE",
+		uint8(p.M), p.From, p.To).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// UnmarkPair deletes p's pair_outbox row: p is settled.
+func UnmarkPair(ctx context.Context, x sqlx.ExecerContext, db DB, p Pair) error {
+	_, err := x.ExecContext(ctx, "DELETE FROM "+db.table(pairOutboxTable)+" WHERE mapping = ? AND from_id = ? AND to_id = ?", uint8(p.M), p.From, p.To)
+	return err
+}
+
+// ReadEdge reads the sequence of from→to in m's table; ok is false when
+// there is no such row.
+func ReadEdge(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping, from, to uint64) (seq int64, ok bool, err error) {
+	err = q.QueryRowxContext(ctx, "SELECT sequence FROM "+db.table(m.Table())+" WHERE from_id = ? AND to_id = ?", from, to).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return seq, err == nil, err
+}
+
+// DuePairs reads, with one statement, up to n pairs per database of dbs
+// (all on one host) marked at or before cutoff.
+func DuePairs(ctx context.Context, q sqlx.QueryerContext, dbs []DB, cutoff time.Time, n int) ([]Pair, error) {
+	query, args := unionPerDB(dbs, "SELECT mapping, from_id, to_id FROM %s WHERE created_at <= ? LIMIT ?", pairOutboxTable, cutoff, n)
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Pair
+	for rows.Next() {
+		var p Pair
+		if err := rows.Scan(&p.M, &p.From, &p.To); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// unionPerDB runs query (whose %s is the table) on each of dbs, joined by
+// UNION ALL, each with args: a sweep of many shards of one host in one
+// statement.
+func unionPerDB(dbs []DB, query, table string, args ...any) (string, []any) {
+	var b strings.Builder
+	all := make([]any, 0, len(args)*len(dbs))
+	for i, db := range dbs {
+		if i > 0 {
+			b.WriteString(" UNION ALL ")
+		}
+		b.WriteByte('(')
+		b.WriteString(fmt.Sprintf(query, db.table(table)))
+		b.WriteByte(')')
+		all = append(all, args...)
+	}
+	return b.String(), all
+}
