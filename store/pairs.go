@@ -88,8 +88,9 @@ func (s *Store) RemoveMapping(ctx context.Context, m model.Mapping, from, to uin
 	return s.removePair(ctx, op, p)
 }
 
-// removePair removes p's forward row, then settles the pair (its inverse
-// goes, and an unfollow takes the followee's pins out of the feed).
+// removePair removes p's forward row (an unfollow takes the followee's
+// pins out of the follower's feed in the same transaction), then settles
+// the pair (its inverse goes).
 func (s *Store) removePair(ctx context.Context, op string, p shardsql.Pair) error {
 	fsh, _, err := s.route(op, p.From, p.M.From())
 	if err != nil {
@@ -99,8 +100,17 @@ func (s *Store) removePair(ctx context.Context, op string, p shardsql.Pair) erro
 		if err := shardsql.MarkPair(ctx, tx, fsh.DB, p, shardsql.Now()); err != nil {
 			return err
 		}
-		_, err := shardsql.RemoveEdge(ctx, tx, fsh.DB, p.M, p.From, p.To)
-		return err
+		if _, err := shardsql.RemoveEdge(ctx, tx, fsh.DB, p.M, p.From, p.To); err != nil {
+			return err
+		}
+		if p.M == model.UserFollowing {
+			// The feed is on the follower's shard, like the forward row:
+			// the followee's pins leave it now, even when the other side's
+			// host is down and the settle has to wait for it.
+			_, err := shardsql.DeleteFeedAuthor(ctx, tx, fsh.DB, p.From, p.To)
+			return err
+		}
+		return nil
 	})
 	if err != nil {
 		return err
