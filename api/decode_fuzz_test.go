@@ -182,6 +182,12 @@ func (fuzzStore) ListObjects(context.Context, model.Mapping, uint64, model.Page)
 func (fuzzStore) Feed(context.Context, uint64, model.Page) (model.List, error) {
 	return model.List{}, fuzzUnexpected("Feed")
 }
+func (fuzzStore) GetUserByUsername(context.Context, string) (model.Object, error) {
+	return model.Object{}, fuzzUnexpected("GetUserByUsername")
+}
+func (fuzzStore) HasMany(context.Context, model.Mapping, uint64, []uint64) ([]bool, error) {
+	return nil, fuzzUnexpected("HasMany")
+}
 func (fuzzStore) Ready(context.Context) []model.Health { return nil }
 func (fuzzStore) ShardMapInfo(context.Context) model.ShardMapInfo {
 	return model.ShardMapInfo{}

@@ -42,6 +42,7 @@ var errorStatus = map[string]struct {
 	model.ENotFound:       {http.StatusNotFound, "Not found", ""},
 	EMethodNotAllowed:     {http.StatusMethodNotAllowed, "Method not allowed", ""},
 	model.EConflict:       {http.StatusConflict, "Conflict", ""},
+	model.EUsernameTaken:  {http.StatusConflict, "Username taken", ""},
 	model.EVersion:        {http.StatusPreconditionFailed, "Version mismatch", ""},
 	model.ETooLarge:       {http.StatusRequestEntityTooLarge, "Too large", ""},
 	EUnsupportedMediaType: {http.StatusUnsupportedMediaType, "Unsupported media type", ""},

@@ -18,6 +18,7 @@ func TestStatusOf(t *testing.T) {
 		model.ENotFound:       404,
 		EMethodNotAllowed:     405,
 		model.EConflict:       409,
+		model.EUsernameTaken:  409,
 		model.EVersion:        412,
 		model.ETooLarge:       413,
 		EUnsupportedMediaType: 415,

@@ -83,6 +83,14 @@ func (f *fakeStore) GetMany(ctx context.Context, ids []uint64, typ idcodec.Type)
 	}
 	return nil, unset("GetMany")
 }
+func (f *fakeStore) GetUserByUsername(ctx context.Context, name string) (model.Object, error) {
+	f.note("GetUserByUsername")
+	return model.Object{}, unset("GetUserByUsername")
+}
+func (f *fakeStore) HasMany(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error) {
+	f.note("HasMany")
+	return nil, unset("HasMany")
+}
 func (f *fakeStore) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func(doc []byte) ([]byte, error)) (model.Object, error) {
 	f.note("Update")
 	if f.update != nil {

@@ -54,11 +54,19 @@ func (s *Server) list(m model.Mapping) handlerFunc {
 		if err != nil {
 			return err
 		}
+		v, err := parseViewer(r, m.To())
+		if err != nil {
+			return err
+		}
 		l, objs, err := s.lists.ListObjects(r.Context(), m, from, p) // ENotFound when from is not live
 		if err != nil {
 			return err
 		}
-		return writeList(w, objs, l.NextCursor, &l.Count)
+		page, err := s.page(r.Context(), v, objs, l.NextCursor, &l.Count)
+		if err != nil {
+			return err
+		}
+		return writePage(w, page)
 	}
 }
 
@@ -85,6 +93,10 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	v, err := parseViewer(r, typePin)
+	if err != nil {
+		return err
+	}
 	ctx := r.Context()
 	l, err := s.feeds.Feed(ctx, user, p) // ENotFound when user is not live
 	if err != nil {
@@ -94,7 +106,11 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeList(w, objs, l.NextCursor, nil)
+	page, err := s.page(ctx, v, objs, l.NextCursor, nil)
+	if err != nil {
+		return err
+	}
+	return writePage(w, page)
 }
 
 // putMapping: PUT /v1/users/{id}/{mapping}/{target}; idempotent.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 )
@@ -42,6 +43,9 @@ type ObjectReader interface {
 	// GetMany returns the live objects among ids, in request order;
 	// unknown, deleted or wrong-type ids are left out. One query per shard.
 	GetMany(ctx context.Context, ids []uint64, typ idcodec.Type) ([]model.Object, error)
+	// GetUserByUsername returns the live user of that name, in any case:
+	// one index read and the user's. ENotFound when no user has it.
+	GetUserByUsername(ctx context.Context, name string) (model.Object, error)
 }
 
 // ObjectWriter changes existing objects.
@@ -190,6 +194,15 @@ func (s *Server) getObject(typ idcodec.Type) handlerFunc {
 		}
 		return writeObject(w, http.StatusOK, o)
 	}
+}
+
+// userByUsername: GET /v1/usernames/{username}.
+func (s *Server) userByUsername(w http.ResponseWriter, r *http.Request) error {
+	o, err := s.objects.GetUserByUsername(r.Context(), chi.URLParam(r, "username"))
+	if err != nil {
+		return err
+	}
+	return writeObject(w, http.StatusOK, o)
 }
 
 // patchObject: PATCH /v1/{collection}/{id}, a JSON merge patch applied to

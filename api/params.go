@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -27,6 +28,9 @@ const (
 	MaxMultiGet = 100
 	// MaxOwners bounds the ids of POST /v1/pins/owners.
 	MaxOwners = 1000
+	// MaxEdgeIDs bounds the ids of GET /v1/users/{id}/likes/contains (and
+	// following/contains).
+	MaxEdgeIDs = 250
 )
 
 // parseKnownID reads a decimal ID of any known type (model.ParseID).
@@ -75,7 +79,8 @@ type pageOptions struct {
 	order  bool // order=asc|desc; otherwise order is refused
 }
 
-// ParsePage reads limit, cursor, offset and order from a list request.
+// ParsePage reads limit, cursor, offset, order, since and until from a
+// list request. since and until are RFC 3339 times (since before until).
 // limit defaults to model.DefaultLimit and must be 1..model.MaxLimit when
 // given; offset is 0..model.MaxOffset and excludes cursor; order is desc
 // (newest first, the default) or asc. Every violation is EInvalid. The
@@ -124,6 +129,23 @@ func ParsePage(q url.Values, opts pageOptions) (model.Page, error) {
 	}
 	if _, ok := q["offset"]; ok && p.Cursor != "" {
 		return p, errorf(model.EInvalid, "give either cursor or offset, not both")
+	}
+	for _, b := range []struct {
+		name string
+		dst  *time.Time
+	}{{"since", &p.Since}, {"until", &p.Until}} {
+		v, ok, err := queryValue(q, b.name)
+		if err != nil {
+			return p, err
+		}
+		if !ok {
+			continue
+		}
+		t, err := time.Parse(time.RFC3339Nano, v)
+		if err != nil {
+			return p, errorf(model.EInvalid, "%s must be an RFC 3339 time such as 2026-11-23T08:00:00Z, not %s", b.name, model.QuoteInput(v))
+		}
+		*b.dst = t
 	}
 	return p, p.Normalize()
 }

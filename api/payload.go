@@ -58,11 +58,41 @@ type (
 		Type string `json:"type"`
 	}
 	objectFooter struct {
-		CreatedAt string `json:"created_at"`
-		UpdatedAt string `json:"updated_at"`
-		Version   int64  `json:"version"`
+		CreatedAt string      `json:"created_at"`
+		UpdatedAt string      `json:"updated_at"`
+		Version   int64       `json:"version"`
+		Counts    *wireCounts `json:"counts,omitempty"`
 	}
 )
+
+// wireCounts is an object's "counts" member: the lengths of the lists it
+// carries (model.Counted), by name, in that order.
+type wireCounts struct {
+	typ    idcodec.Type
+	counts []int64
+}
+
+func (c wireCounts) MarshalJSON() ([]byte, error) { return appendCounts(nil, c.typ, c.counts), nil }
+
+// appendCounts appends {"likes":3,"comments":1}: the lengths of the lists
+// an object of typ carries, named, in model.Counted order.
+func appendCounts(b []byte, typ idcodec.Type, counts []int64) []byte {
+	b = append(b, '{')
+	for i, m := range model.Counted(typ) {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, m.CountName()...)
+		b = append(b, '"', ':')
+		if i < len(counts) {
+			b = strconv.AppendInt(b, counts[i], 10)
+		} else {
+			b = append(b, '0')
+		}
+	}
+	return append(b, '}')
+}
 
 // timeFormat is RFC 3339 in UTC with the stored precision.
 const timeFormat = time.RFC3339Nano
@@ -84,6 +114,9 @@ func Payload(o model.Object) (any, error) {
 		CreatedAt: o.CreatedAt.UTC().Format(timeFormat),
 		UpdatedAt: o.UpdatedAt.UTC().Format(timeFormat),
 		Version:   o.Version,
+	}
+	if o.Counts != nil && len(model.Counted(o.Type)) > 0 {
+		foot.Counts = &wireCounts{o.Type, o.Counts}
 	}
 	bad := func(err error) error {
 		return model.Wrap("api.Payload", model.EInternal, "internal error", err)

@@ -64,6 +64,7 @@ type Server struct {
 	lists      Lister
 	mappings   MappingWriter
 	feeds      FeedReader
+	edges      EdgeReader
 	ownerCache OwnerCache
 	ops        Ops
 
@@ -90,7 +91,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	st := cfg.Store
 	s := &Server{
-		creates: st, objects: st, edits: st, lists: st, mappings: st, feeds: st, ownerCache: st, ops: st,
+		creates: st, objects: st, edits: st, lists: st, mappings: st, feeds: st, edges: st, ownerCache: st, ops: st,
 
 		logger:    cfg.Logger,
 		accessLog: cfg.AccessLog,

@@ -17,6 +17,7 @@ type Store interface {
 	Lister
 	MappingWriter
 	FeedReader
+	EdgeReader
 	OwnerCache
 	Ops
 }

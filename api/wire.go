@@ -92,6 +92,9 @@ func spliceObject(b []byte, o model.Object) ([]byte, bool) {
 	b = o.UpdatedAt.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","version":`...)
 	b = strconv.AppendInt(b, o.Version, 10)
+	if o.Counts != nil && len(model.Counted(o.Type)) > 0 {
+		b = appendCounts(append(b, `,"counts":`...), o.Type, o.Counts)
+	}
 	return append(b, '}'), true
 }
 
@@ -272,6 +275,12 @@ func noContent(w http.ResponseWriter, err error) error {
 
 // appendItems appends "items":[…] for objs.
 func appendItems(b []byte, objs []model.Object) ([]byte, error) {
+	return appendViewerItems(b, objs, "", nil)
+}
+
+// appendViewerItems is appendItems with, when edge is not "", each
+// object's viewer state: "viewer":{"liked":true} (edge, flags[i]).
+func appendViewerItems(b []byte, objs []model.Object, edge string, flags []bool) ([]byte, error) {
 	b = append(b, `"items":[`...)
 	for i, o := range objs {
 		if i > 0 {
@@ -281,14 +290,37 @@ func appendItems(b []byte, objs []model.Object) ([]byte, error) {
 		if b, err = appendObject(b, o); err != nil {
 			return b, err
 		}
+		if edge != "" && i < len(flags) {
+			b = b[:len(b)-1] // the object's closing brace
+			b = append(b, `,"viewer":{"`...)
+			b = append(b, edge...)
+			b = append(b, `":`...)
+			b = strconv.AppendBool(b, flags[i])
+			b = append(b, '}', '}')
+		}
 	}
 	return append(b, ']'), nil
+}
+
+// listPage is one page of a list as it goes on the wire.
+type listPage struct {
+	objs  []model.Object
+	next  string
+	count *int64 // nil: no count (the feed)
+	edge  string // the viewer's edge carried on each item, or ""
+	flags []bool
 }
 
 // appendList appends {"items":[…],"next_cursor":"…","count":N} for objs;
 // next_cursor is left out when empty, count when nil.
 func appendList(b []byte, objs []model.Object, next string, count *int64) ([]byte, error) {
-	b, err := appendItems(append(b, '{'), objs)
+	return appendPage(b, listPage{objs: objs, next: next, count: count})
+}
+
+// appendPage is appendList with the viewer state of p.
+func appendPage(b []byte, p listPage) ([]byte, error) {
+	objs, next, count := p.objs, p.next, p.count
+	b, err := appendViewerItems(append(b, '{'), objs, p.edge, p.flags)
 	if err != nil {
 		return b, err
 	}
@@ -307,7 +339,12 @@ func appendList(b []byte, objs []model.Object, next string, count *int64) ([]byt
 
 // writeList answers with one page of objects.
 func writeList(w http.ResponseWriter, objs []model.Object, next string, count *int64) error {
-	return writeBuilt(w, http.StatusOK, func(b []byte) ([]byte, error) { return appendList(b, objs, next, count) })
+	return writePage(w, listPage{objs: objs, next: next, count: count})
+}
+
+// writePage answers 200 with one page of a list.
+func writePage(w http.ResponseWriter, p listPage) error {
+	return writeBuilt(w, http.StatusOK, func(b []byte) ([]byte, error) { return appendPage(b, p) })
 }
 
 // appendJSON appends v encoded as encoding/json does for responses (no

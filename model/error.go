@@ -10,18 +10,19 @@ import (
 // Error codes. They are stable and travel to clients as the problem
 // document's "code"; the api package maps each to exactly one HTTP status.
 const (
-	EInvalid      = "invalid_argument" // malformed input
-	ENotFound     = "not_found"        // unknown, deleted, or of the wrong type
-	EConflict     = "conflict"         // the request conflicts with current state
-	EVersion      = "version_mismatch" // If-Match / expected version differs
-	ETooLarge     = "too_large"        // a document or body over the limit
-	EUnavailable  = "unavailable"      // a shard's host or a needed service is down
-	EShardFull    = "shard_full"       // a shard's local ids are exhausted
-	EUnauthorized = "unauthorized"     // no or bad credentials
-	EForbidden    = "forbidden"        // credentials lack the right
-	ERateLimited  = "rate_limited"     // too many requests for this token
-	EMoving       = "shard_moving"     // the shard is being moved; retry shortly
-	EInternal     = "internal"         // a bug or an unexpected fault
+	EInvalid       = "invalid_argument" // malformed input
+	ENotFound      = "not_found"        // unknown, deleted, or of the wrong type
+	EConflict      = "conflict"         // the request conflicts with current state
+	EVersion       = "version_mismatch" // If-Match / expected version differs
+	ETooLarge      = "too_large"        // a document or body over the limit
+	EUnavailable   = "unavailable"      // a shard's host or a needed service is down
+	EShardFull     = "shard_full"       // a shard's local ids are exhausted
+	EUnauthorized  = "unauthorized"     // no or bad credentials
+	EForbidden     = "forbidden"        // credentials lack the right
+	ERateLimited   = "rate_limited"     // too many requests for this token
+	EMoving        = "shard_moving"     // the shard is being moved; retry shortly
+	EUsernameTaken = "username_taken"   // another user holds the username (in any case)
+	EInternal      = "internal"         // a bug or an unexpected fault
 )
 
 // Error is pinstore's one error type. Code is one of the constants above;

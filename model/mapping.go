@@ -28,19 +28,42 @@ type mappingInfo struct {
 	table    string
 	from, to idcodec.Type
 	inverse  Mapping
-	forward  bool // the side written first and trusted by repair
+	forward  bool   // the side written first and trusted by repair
+	count    string // the name of the list's length among its owner's counts
 }
 
 var mappings = [...]mappingInfo{
-	UserBoards:    {"user_boards", idcodec.TypeUser, idcodec.TypeBoard, 0, true},
-	BoardPins:     {"board_pins", idcodec.TypeBoard, idcodec.TypePin, 0, true},
-	UserPins:      {"user_pins", idcodec.TypeUser, idcodec.TypePin, 0, true},
-	UserFollowing: {"user_following", idcodec.TypeUser, idcodec.TypeUser, UserFollowers, true},
-	UserFollowers: {"user_followers", idcodec.TypeUser, idcodec.TypeUser, UserFollowing, false},
-	UserLikes:     {"user_likes", idcodec.TypeUser, idcodec.TypePin, PinLikers, true},
-	PinLikers:     {"pin_likers", idcodec.TypePin, idcodec.TypeUser, UserLikes, false},
-	PinComments:   {"pin_comments", idcodec.TypePin, idcodec.TypeComment, 0, true},
+	UserBoards:    {"user_boards", idcodec.TypeUser, idcodec.TypeBoard, 0, true, "boards"},
+	BoardPins:     {"board_pins", idcodec.TypeBoard, idcodec.TypePin, 0, true, "pins"},
+	UserPins:      {"user_pins", idcodec.TypeUser, idcodec.TypePin, 0, true, "pins"},
+	UserFollowing: {"user_following", idcodec.TypeUser, idcodec.TypeUser, UserFollowers, true, "following"},
+	UserFollowers: {"user_followers", idcodec.TypeUser, idcodec.TypeUser, UserFollowing, false, "followers"},
+	UserLikes:     {"user_likes", idcodec.TypeUser, idcodec.TypePin, PinLikers, true, "likes"},
+	PinLikers:     {"pin_likers", idcodec.TypePin, idcodec.TypeUser, UserLikes, false, "likes"},
+	PinComments:   {"pin_comments", idcodec.TypePin, idcodec.TypeComment, 0, true, "comments"},
 }
+
+// counted lists, per type, the lists whose lengths an object carries.
+var counted = [...][]Mapping{
+	idcodec.TypeUser:  {UserFollowers, UserFollowing, UserBoards, UserPins},
+	idcodec.TypeBoard: {BoardPins},
+	idcodec.TypePin:   {PinLikers, PinComments},
+}
+
+// Counted lists the lists whose lengths an object of typ carries (a pin
+// its likes and comments, a board its pins, a user their followers,
+// following, boards and pins), in the order of Object.Counts. Every one
+// lives on the object's own shard, so they are read with the object.
+func Counted(typ idcodec.Type) []Mapping {
+	if int(typ) >= len(counted) {
+		return nil
+	}
+	return counted[typ]
+}
+
+// CountName names m's length among its owner's counts ("likes",
+// "followers", …).
+func (m Mapping) CountName() string { return mappings[m].count }
 
 // Mappings lists every mapping, in table order.
 func Mappings() []Mapping {
@@ -80,13 +103,20 @@ func (m Mapping) Forward() bool { return mappings[m].forward }
 
 // Page asks for one page of a list. Cursor and Offset are exclusive; Limit
 // is 1..MaxLimit (0 means DefaultLimit). Desc lists newest (highest
-// sequence) first.
+// sequence) first. Since and Until, when not zero, keep the entries added
+// at or after Since and before Until (a list's sequence is the time an
+// entry was added, in milliseconds, unless the list was ordered by hand).
 type Page struct {
 	Limit  int
 	Cursor string
 	Offset int
 	Desc   bool
+	Since  time.Time
+	Until  time.Time
 }
+
+// TimeRange reports whether p asks for a time range.
+func (p Page) TimeRange() bool { return !p.Since.IsZero() || !p.Until.IsZero() }
 
 // List limits.
 const (
@@ -108,6 +138,9 @@ func (p *Page) Normalize() error {
 	}
 	if p.Offset > 0 && p.Cursor != "" {
 		return Errorf(EInvalid, "give either cursor or offset, not both")
+	}
+	if !p.Since.IsZero() && !p.Until.IsZero() && !p.Since.Before(p.Until) {
+		return Errorf(EInvalid, "since must be before until")
 	}
 	return nil
 }

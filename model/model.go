@@ -11,8 +11,9 @@ import (
 )
 
 // Object is a stored object as the store returns it: its ID, the version
-// used for optimistic concurrency, timestamps, and its JSON document (one of
-// UserDoc, BoardDoc, PinDoc, CommentDoc, encoded).
+// used for optimistic concurrency, timestamps, its JSON document (one of
+// UserDoc, BoardDoc, PinDoc, CommentDoc, encoded) and the lengths of the
+// lists it carries, in the order of Counted(Type) (nil when not read).
 type Object struct {
 	ID        uint64
 	Type      idcodec.Type
@@ -20,6 +21,7 @@ type Object struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 	Doc       json.RawMessage
+	Counts    []int64
 }
 
 // ID is an object ID inside a stored document. It is written as a decimal

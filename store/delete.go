@@ -34,6 +34,7 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 	}
 	var pins []uint64 // pins deleted whose likes must go
 	var owner uint64  // their owner, whose followers' feeds hold them
+	var username string
 	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
 		d, err := markDeleted(ctx, tx, op, sh, typ, local, ifVersion)
 		if err != nil {
@@ -53,6 +54,8 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		case *model.CommentDoc:
 			_, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.PinComments, uint64(d.PinID), id)
 			return err
+		case *model.UserDoc:
+			username = d.Username
 		}
 		return nil
 	})
@@ -71,6 +74,7 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		}
 	}
 	if typ == idcodec.TypeUser {
+		s.releaseUsername(ctx, op, usernameKey(username), id)
 		return s.deleteUserLinks(ctx, op, id)
 	}
 	return nil

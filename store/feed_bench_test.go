@@ -22,7 +22,7 @@ func BenchmarkFanOut(b *testing.B) {
 	for _, n := range []int{100, 1000, 10000} {
 		b.Run(fmt.Sprintf("followers=%d", n), func(b *testing.B) {
 			s, _ := openTestB(b)
-			o, err := s.CreateUser(ctx, model.UserDoc{Username: "author"})
+			o, err := s.CreateUser(ctx, model.UserDoc{Username: fmt.Sprintf("author%d", n)})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -47,8 +47,9 @@ func (s *Store) healLoop(ctx context.Context, every time.Duration) {
 }
 
 // HealPairs settles every pair marked in pair_outbox for longer than
-// olderThan, on every host (one statement per 64 shards of a host reads
-// the marks), and returns how many it settled. A host that is down, or a
+// olderThan, and finishes every user whose create did not finish (pending
+// for olderThan plus 4 s longer), on every host (one statement per 64
+// shards of a host reads each kind), and returns how many it settled. A host that is down, or a
 // shard being moved, is skipped and retried by the next sweep; the error
 // names what failed.
 func (s *Store) HealPairs(ctx context.Context, olderThan time.Duration) (int, error) {
@@ -79,10 +80,15 @@ func (s *Store) HealPairs(ctx context.Context, olderThan time.Duration) (int, er
 	return settled, errors.Join(errs...)
 }
 
-// healHost settles the due pairs of some of a host's shards.
+// healHost settles the due pairs of some of a host's shards, and finishes
+// the users whose create did not finish (older than userClaimGrace).
 func (s *Store) healHost(ctx context.Context, op string, h *topology.Host, dbs []shardsql.DB, cutoff time.Time) (int, error) {
 	c, cancel := s.deadline(ctx)
 	due, err := shardsql.DuePairs(c, h.DB, dbs, cutoff, sweepMarksPerShard)
+	var users []shardsql.UserClaim
+	if err == nil {
+		users, err = shardsql.DueUserClaims(c, h.DB, dbs, cutoff.Add(pairGrace-userClaimGrace), sweepMarksPerShard)
+	}
 	cancel()
 	if err != nil {
 		return 0, shardsql.Classify(op, h.Name, err)
@@ -91,6 +97,12 @@ func (s *Store) healHost(ctx context.Context, op string, h *topology.Host, dbs [
 	for _, p := range due {
 		err := s.settle(ctx, op, p)
 		if err != nil && !model.IsCode(err, model.ENotFound) {
+			return settled, err
+		}
+		settled++
+	}
+	for _, u := range users {
+		if err := s.finishUser(ctx, op, u); err != nil {
 			return settled, err
 		}
 		settled++

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/jmoiron/sqlx"
@@ -72,10 +73,27 @@ func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint6
 	defer cancel()
 	// One read checks that the list's owner is live and reads the list's
 	// length (batched with other requests' reads, pointread); a statement
-	// of its own reads the page (and, withObjects, its objects).
-	owner, err := s.readPoint(ctx, op, sh, m.From(), local, m)
+	// of its own reads the page (and, withObjects, its objects). The length
+	// is among the owner's own counts, or asked for besides them.
+	carried := slices.Index(model.Counted(m.From()), m)
+	extra := m
+	if carried >= 0 {
+		extra = 0
+	}
+	owner, err := s.readPoint(ctx, op, sh, m.From(), local, extra)
 	if err != nil {
 		return model.List{}, nil, err
+	}
+	if p.TimeRange() && m.Colocated() {
+		// Only a list without an inverse can be ordered by hand.
+		hand, err := shardsql.HandOrdered(ctx, sh.Host.DB, sh.DB, m, from)
+		if err != nil {
+			return model.List{}, nil, classify(op, sh, err)
+		}
+		if hand {
+			return model.List{}, nil, model.Wrap(op, model.EInvalid, "this "+m.From().String()+"'s "+m.CountName()+
+				" are in an order chosen by hand, not by time: since and until do not apply to it", nil)
+		}
 	}
 	var entries []model.Entry
 	var objs []model.Object
@@ -90,6 +108,9 @@ func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint6
 	}
 	l := s.page(entries, p, uint8(m), from)
 	l.Count = owner.N
+	if carried >= 0 {
+		l.Count = owner.Row.Counts[carried]
+	}
 	if foreign {
 		objs, err = s.GetMany(ctx, entryIDs(l.Entries), m.To())
 	}
@@ -99,9 +120,18 @@ func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint6
 // pageOf turns a page request on list kind of from into the rows to read:
 // limit+1 of them (the one more says whether a next page exists), after
 // the cursor's position when there is one (EInvalid when the cursor is not
-// this list's).
+// this list's), within the time range when there is one (sequences are
+// milliseconds: [since, until) at millisecond resolution).
 func (s *Store) pageOf(p model.Page, kind uint8, from uint64) (shardsql.Page, error) {
 	q := shardsql.Page{Limit: p.Limit + 1, Offset: p.Offset, Desc: p.Desc}
+	if !p.Since.IsZero() {
+		ms := p.Since.UnixMilli()
+		q.Min = &ms
+	}
+	if !p.Until.IsZero() {
+		ms := p.Until.UnixMilli()
+		q.Max = &ms
+	}
 	if p.Cursor != "" {
 		c, err := s.cursor.decode(p.Cursor, kind, from, p.Desc)
 		if err != nil {
@@ -214,8 +244,54 @@ func (s *Store) Move(ctx context.Context, m model.Mapping, from, item, before, a
 			}
 			seq = lo.Sequence - 1
 		}
+		if err := shardsql.MarkHandOrdered(ctx, tx, sh.DB, m, from); err != nil {
+			return err
+		}
 		return shardsql.SetSequence(ctx, tx, sh.DB, m, from, item, seq)
 	})
+}
+
+// MaxHasMany bounds one HasMany.
+const MaxHasMany = 250
+
+// HasMany reports, for each of tos in order, whether from's list m holds
+// it (does this user like these pins, follow these users): one statement
+// on from's shard. ENotFound when from is not a live object of m's from
+// type; EInvalid for a malformed id or more than MaxHasMany of them.
+func (s *Store) HasMany(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error) {
+	const op = "store.HasMany"
+	if !m.Valid() {
+		return nil, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
+	}
+	if len(tos) > MaxHasMany {
+		return nil, model.Wrap(op, model.EInvalid, "too many ids", nil)
+	}
+	sh, local, err := s.route(op, from, m.From())
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range tos {
+		if _, err := model.CheckID("id", id, 0); err != nil {
+			return nil, shardsql.Classify(op, "", err)
+		}
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	if _, err := s.readPoint(ctx, op, sh, m.From(), local, 0); err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(tos))
+	if len(tos) == 0 {
+		return out, nil
+	}
+	in, err := shardsql.ListedAmong(ctx, sh.Host.DB, sh.DB, m, from, tos)
+	if err != nil {
+		return nil, classify(op, sh, err)
+	}
+	for i, id := range tos {
+		out[i] = in[id]
+	}
+	return out, nil
 }
 
 // MaxGetMany bounds one multi-get.

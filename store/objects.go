@@ -34,24 +34,6 @@ func (s *Store) marshalDoc(op string, d model.Doc) ([]byte, error) {
 	return b, nil
 }
 
-// CreateUser places a new user on a random shard among the open ranges.
-// EInvalid or ETooLarge when the document does not validate.
-func (s *Store) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object, error) {
-	const op = "store.CreateUser"
-	doc.Active = true
-	b, err := s.encodeDoc(op, &doc)
-	if err != nil {
-		return model.Object{}, err
-	}
-	sh := s.router.Current().RandomOpen()
-	var obj model.Object
-	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
-		obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeUser, b, shardsql.Now())
-		return err
-	})
-	return obj, err
-}
-
 // CreateBoard places the board on its owner's shard and adds it to the
 // owner's user_boards in the same transaction. ENotFound when the owner
 // does not exist.
@@ -182,7 +164,8 @@ func (s *Store) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Obj
 // shard transaction, validates what mutate returns and writes it with
 // version+1. ifVersion 0 is unconditional; otherwise a different stored
 // version is EVersion. The fields that place the object (Refs) and the
-// active flag may not change (EInvalid).
+// active flag may not change (EInvalid). A user's new username is claimed
+// first (EUsernameTaken when another user holds it) and the old one freed.
 func (s *Store) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func(doc []byte) ([]byte, error)) (model.Object, error) {
 	const op = "store.Update"
 	sh, local, err := s.route(op, id, typ)
@@ -190,8 +173,11 @@ func (s *Store) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		return model.Object{}, err
 	}
 	var obj model.Object
+	released := "" // a username given up by a rename
 	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
-		r, old, err := lockVersion(ctx, tx, op, sh, typ, local, ifVersion)
+		released = ""
+		r, _, err := shardsql.ReadObjectCounted(ctx, tx, sh.DB, typ, local, 0, shardsql.ForUpdate)
+		old, err := liveVersion(op, typ, r, err, ifVersion)
 		if err != nil {
 			return err
 		}
@@ -213,6 +199,20 @@ func (s *Store) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		if err != nil {
 			return err
 		}
+		if u, ok := nd.(*model.UserDoc); ok {
+			// A new name is claimed while this transaction holds the user's
+			// row; the old one is released once it has committed.
+			oldKey, newKey := usernameKey(old.(*model.UserDoc).Username), usernameKey(u.Username)
+			if newKey != oldKey {
+				if err := s.claimUsername(ctx, op, newKey, id); err != nil {
+					if model.IsCode(err, model.EUsernameTaken) {
+						return errTaken(op, u.Username)
+					}
+					return err
+				}
+				released = oldKey
+			}
+		}
 		at := shardsql.Now()
 		if err := shardsql.UpdateObject(ctx, tx, sh.DB, typ, local, b, at); err != nil {
 			return err
@@ -221,25 +221,30 @@ func (s *Store) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		obj = r.Object(sh.DB, typ)
 		return nil
 	})
+	if err == nil && released != "" {
+		s.releaseUsername(ctx, op, released, id)
+	}
 	return obj, err
 }
 
-// lockVersion reads a live object for update and checks its version
-// (ifVersion 0: any). EVersion when it differs.
-func lockVersion(ctx context.Context, tx *sqlx.Tx, op string, sh topology.Shard, typ idcodec.Type, local uint64, ifVersion int64) (shardsql.Row, model.Doc, error) {
-	r, d, err := readLive(ctx, tx, op, sh, typ, local, shardsql.ForUpdate)
+// liveVersion turns a read of an object in a transaction into its live
+// document, checking its version (ifVersion 0: any): ENotFound when it is
+// missing or deleted, EVersion when the version differs.
+func liveVersion(op string, typ idcodec.Type, r shardsql.Row, err error, ifVersion int64) (model.Doc, error) {
+	d, err := liveDoc(op, typ, r, err)
 	if err != nil {
-		return r, nil, err
+		return nil, err
 	}
 	if ifVersion != 0 && r.Version != ifVersion {
-		return r, nil, model.Wrap(op, model.EVersion, "the object has changed (version "+strconv.FormatInt(r.Version, 10)+")", nil)
+		return nil, model.Wrap(op, model.EVersion, "the object has changed (version "+strconv.FormatInt(r.Version, 10)+")", nil)
 	}
-	return r, d, nil
+	return d, nil
 }
 
 // markDeleted soft-deletes one object in tx and returns its last live doc.
 func markDeleted(ctx context.Context, tx *sqlx.Tx, op string, sh topology.Shard, typ idcodec.Type, local uint64, ifVersion int64) (model.Doc, error) {
-	_, d, err := lockVersion(ctx, tx, op, sh, typ, local, ifVersion)
+	r, err := shardsql.ReadObject(ctx, tx, sh.DB, typ, local, shardsql.ForUpdate)
+	d, err := liveVersion(op, typ, r, err, ifVersion)
 	if err != nil {
 		return nil, err
 	}

@@ -36,21 +36,24 @@ func halfWrite(t *testing.T, s *Store, p shardsql.Pair, add bool) {
 	}
 }
 
-// marks counts the pair_outbox rows of every shard.
-func marks(t *testing.T, s *Store) int {
+// rowsOf counts the rows of one of the shard tables, over every shard.
+func rowsOf(t *testing.T, s *Store, table string) int {
 	t.Helper()
 	top := s.router.Current()
 	total := 0
 	for n := range top.Len() {
 		sh, _ := top.Shard(n)
 		var k int
-		if err := sh.Host.DB.QueryRow("SELECT COUNT(*) FROM " + sh.Name + ".pair_outbox").Scan(&k); err != nil {
+		if err := sh.Host.DB.QueryRow("SELECT COUNT(*) FROM " + sh.Name + "." + table).Scan(&k); err != nil {
 			t.Fatal(err)
 		}
 		total += k
 	}
 	return total
 }
+
+// marks counts the pair_outbox rows of every shard.
+func marks(t *testing.T, s *Store) int { return rowsOf(t, s, "pair_outbox") }
 
 // brokenPairs is what a dry-run repair would fix.
 func brokenPairs(t *testing.T, s *Store) int {

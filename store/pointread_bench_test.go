@@ -25,7 +25,7 @@ func BenchmarkGetConcurrent(b *testing.B) {
 	s0, m := openTestB(b)
 	var pins []uint64
 	for range 200 { // boards of users on every shard, a pin on each
-		o, err := s0.CreateUser(ctx, model.UserDoc{Username: "owner"})
+		o, err := s0.CreateUser(ctx, model.UserDoc{Username: fmt.Sprintf("owner%d", len(pins))})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -78,20 +78,27 @@ func (s *Store) inRetryTx(ctx context.Context, op string, sh topology.Shard, fn 
 // decodes its document. ENotFound when it is missing or deleted.
 func readLive(ctx context.Context, q sqlx.QueryerContext, op string, sh topology.Shard, typ idcodec.Type, local uint64, lock shardsql.Lock) (shardsql.Row, model.Doc, error) {
 	r, err := shardsql.ReadObject(ctx, q, sh.DB, typ, local, lock)
+	d, err := liveDoc(op, typ, r, err)
+	return r, d, err
+}
+
+// liveDoc turns the read of one object row into its decoded, live
+// document: ENotFound when the row is missing or deleted.
+func liveDoc(op string, typ idcodec.Type, r shardsql.Row, err error) (model.Doc, error) {
 	if errors.Is(err, sql.ErrNoRows) {
-		return r, nil, notFound(op, typ)
+		return nil, notFound(op, typ)
 	}
 	if err != nil {
-		return r, nil, err
+		return nil, err
 	}
 	d, err := model.DecodeDoc(typ, r.Doc)
 	if err != nil {
-		return r, nil, model.Wrap(op, model.EInternal, "", err)
+		return nil, model.Wrap(op, model.EInternal, "", err)
 	}
 	if !d.IsActive() {
-		return r, nil, notFound(op, typ)
+		return nil, notFound(op, typ)
 	}
-	return r, d, nil
+	return d, nil
 }
 
 // readPoint reads one live object by id through its host's read queue

@@ -21,6 +21,9 @@ var ctx = context.Background()
 func mustUser(t *testing.T, s *Store, name string) uint64 {
 	t.Helper()
 	o, err := s.CreateUser(ctx, model.UserDoc{Username: name})
+	for i := 2; model.IsCode(err, model.EUsernameTaken); i++ { // usernames are unique: name_2, name_3, …
+		o, err = s.CreateUser(ctx, model.UserDoc{Username: fmt.Sprintf("%s_%d", name, i)})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

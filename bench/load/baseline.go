@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pinstore/pinstore/idcodec"
@@ -264,6 +265,34 @@ func (b *baseline) feed(ctx context.Context, user uint64) error {
 	return err
 }
 
+// viewerPage: one page of a list of pins (table: board_pins or user_feed)
+// and its 50 pins, then which of them the viewer likes, with one
+// statement on the viewer's shard.
+func (b *baseline) viewerPage(ctx context.Context, table string, from, viewer uint64) error {
+	ids, _, err := b.page(ctx, b.dbOf(from), table, from, nil, 0, 50)
+	if err != nil {
+		return err
+	}
+	if len(ids) > 50 {
+		ids = ids[:50]
+	}
+	if _, err := b.getMany(ctx, ids, idcodec.TypePin); err != nil {
+		return err
+	}
+	q, args, err := sqlx.In("SELECT to_id FROM "+b.dbOf(viewer)+".user_likes WHERE from_id = ? AND to_id IN (?)", viewer, ids)
+	if err != nil {
+		return err
+	}
+	rows, err := b.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+	}
+	return rows.Err()
+}
+
 // owners: one Redis pipeline of HMGETs (ownercache's bucketed hashes).
 func (b *baseline) owners(ctx context.Context, pins []uint64) error {
 	got, err := b.cache.Get(ctx, pins)
@@ -463,10 +492,12 @@ func (b *baseline) linkbench(ctx context.Context, p picks, w *worker, op string)
 		id, bd, o := w.created[n-3], w.created[n-2], w.created[n-1]
 		w.created = w.created[:n-3]
 		return b.deletePin(ctx, id, bd, o)
-	case "getlink":
-		got, err := b.cache.Get(ctx, []uint64{p.pin(w)})
-		if err == nil && got[0] == 0 {
-			err = errors.New("owner cache miss")
+	case "getlink": // does this user like this pin: one primary-key look-up on the user's shard
+		u := p.user(w)
+		var one int
+		err := b.db.QueryRowContext(ctx, "SELECT 1 FROM "+b.dbOf(u)+".user_likes WHERE from_id = ? AND to_id = ?", u, p.pin(w)).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			err = nil
 		}
 		return err
 	}

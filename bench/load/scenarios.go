@@ -155,6 +155,63 @@ func buildScenario(name string, c config, st *State, a *apiClient, base *baselin
 		if base != nil {
 			sc.base = func(ctx context.Context, w *worker) (string, error) { return name, base.feed(ctx, st.Feeder) }
 		}
+	case "board-page-viewer":
+		sc.note = "GET /v1/boards/{big}/pins?limit=50&viewer={feeder}: the page with what the viewer liked"
+		f := get(fmt.Sprintf("/v1/boards/%d/pins?limit=50&viewer=%d", st.BigBoard, st.Feeder))
+		sc.api = func(ctx context.Context, w *worker) (string, error) { return name, f(ctx) }
+		if base != nil {
+			sc.base = func(ctx context.Context, w *worker) (string, error) {
+				return name, base.viewerPage(ctx, "board_pins", st.BigBoard, st.Feeder)
+			}
+		}
+	case "feed-viewer":
+		sc.note = "GET /v1/users/{feeder}/feed?limit=50&viewer={feeder}"
+		f := get(fmt.Sprintf("/v1/users/%d/feed?limit=50&viewer=%d", st.Feeder, st.Feeder))
+		sc.api = func(ctx context.Context, w *worker) (string, error) { return name, f(ctx) }
+		if base != nil {
+			sc.base = func(ctx context.Context, w *worker) (string, error) {
+				return name, base.viewerPage(ctx, "user_feed", st.Feeder, st.Feeder)
+			}
+		}
+	case "like-one-pin", "like-many-pins":
+		one := name == "like-one-pin"
+		sc.note = "PUT (or, for a pair the worker liked, DELETE) /v1/users/{random}/likes/{pin}: "
+		if one {
+			sc.note += "every like on one viral pin"
+		} else {
+			sc.note += "likes spread over every seeded pin"
+		}
+		pick := func(w *worker) (uint64, uint64, bool) { // user, pin, unlike
+			if n := len(w.liked); n > 0 && w.rng.IntN(2) == 0 {
+				l := w.liked[n-1]
+				w.liked = w.liked[:n-1]
+				return l[0], l[1], true
+			}
+			pin := st.Pins[0]
+			if !one {
+				pin = p.pin(w)
+			}
+			u := p.user(w)
+			w.liked = append(w.liked, [2]uint64{u, pin})
+			return u, pin, false
+		}
+		sc.api = func(ctx context.Context, w *worker) (string, error) {
+			u, pin, unlike := pick(w)
+			method := http.MethodPut
+			if unlike {
+				method = http.MethodDelete
+			}
+			return name, a.do(ctx, method, fmt.Sprintf("/v1/users/%d/likes/%d", u, pin), "", nil, nil)
+		}
+		if base != nil {
+			sc.base = func(ctx context.Context, w *worker) (string, error) {
+				u, pin, unlike := pick(w)
+				if unlike {
+					return name, base.unlike(ctx, u, pin)
+				}
+				return name, base.like(ctx, u, pin)
+			}
+		}
 	case "owners-1000":
 		sc.note = "POST /v1/pins/owners, 1,000 random pins (Redis warm)"
 		batches := ownerBatches(st, 16)
@@ -212,8 +269,8 @@ func apiLinkbench(ctx context.Context, a *apiClient, p picks, w *worker, op stri
 	case "updatenode": // JSON merge patch of a pin
 		body := []byte(`{"description":"edited under load ` + strconv.Itoa(w.rng.IntN(1e6)) + `"}`)
 		return a.do(ctx, http.MethodPatch, "/v1/pins/"+idStr(p.pin(w)), "application/merge-patch+json", body, nil)
-	case "countlink": // the smallest request that returns a list's count
-		return a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/users/%d/followers?limit=1", p.listUser(w)), "", nil, nil)
+	case "countlink": // a user's follower count: carried on the user, read in the same statement
+		return a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/users/%d", p.listUser(w)), "", nil, nil)
 	case "deletelink": // unlike one of this worker's likes (or a random pair)
 		u, pin := p.user(w), p.pin(w)
 		if n := len(w.liked); n > 0 {
@@ -239,8 +296,12 @@ func apiLinkbench(ctx context.Context, a *apiClient, p picks, w *worker, op stri
 		id := w.created[len(w.created)-1]
 		w.created = w.created[:len(w.created)-1]
 		return a.do(ctx, http.MethodDelete, "/v1/pins/"+idStr(id), "", nil, nil)
-	case "getlink": // the pin → owner link of one pin
-		return a.do(ctx, http.MethodPost, "/v1/pins/owners", "application/json", []byte(`{"ids":["`+idStr(p.pin(w))+`"]}`), nil)
+	case "getlink": // does this user like this pin: 204 or 404, from the user's shard
+		err := a.do(ctx, http.MethodGet, fmt.Sprintf("/v1/users/%d/likes/%d", p.user(w), p.pin(w)), "", nil, nil)
+		if he, ok := err.(*httpError); ok && he.status == http.StatusNotFound {
+			err = nil // not liked: an answer, not a failure
+		}
+		return err
 	}
 	return fmt.Errorf("unknown op %s", op)
 }

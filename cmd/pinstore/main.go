@@ -25,7 +25,7 @@ commands:
   serve                      run the HTTP API
   migrate                    create and upgrade every shard database the map names
   shards                     print the shard map and whether each host answers
-  repair [--dry-run]         find and fix inverse mappings with one side missing, and feeds
+  repair [--dry-run]         find and fix pairs with one side missing, feeds, and the username index
   move-shards --range A-B --to HOST [--settle D] [--keep-source] [--abort]
                              move a range of shards to another host of the map
   id decode ID               print an ID's shard, type and local id as JSON

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/pinstore/pinstore/idcodec"
@@ -92,7 +93,14 @@ func runRepair(ctx context.Context, args []string, getenv func(string) string, s
 	if err != nil {
 		return err
 	}
-	return json.NewEncoder(stdout).Encode(map[string]any{"dry_run": *dry, "pairs": rep, "feeds": feeds})
+	names, err := s.RepairUsernames(ctx, *dry)
+	if err != nil {
+		return err
+	}
+	for _, c := range names.Collisions {
+		fmt.Fprintf(stderr, "repair: username %q is carried by %d live users: %s keeps it; rename %s\n", c.Name, 1+len(c.Others), c.Holder, strings.Join(c.Others, ", "))
+	}
+	return json.NewEncoder(stdout).Encode(map[string]any{"dry_run": *dry, "pairs": rep, "feeds": feeds, "usernames": names})
 }
 
 // idJSON is the printed form of a decoded ID.

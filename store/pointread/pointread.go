@@ -40,11 +40,12 @@ type Read struct {
 	Type  idcodec.Type
 	Local uint64
 	// Count, when set, also reads the length of the object's list Count
-	// (a list checks its owner and reads its length this way).
+	// (a list checks its owner and reads its length this way); the lengths
+	// of the lists it carries (model.Counted) come in Row.Counts.
 	Count model.Mapping
 
-	Row shardsql.Row // the row read
-	N   int64        // the list length, with Count
+	Row shardsql.Row // the row read, with its counts
+	N   int64        // the length of list Count
 
 	err   error   // sql.ErrNoRows when there is no such row
 	taken bool    // guarded by Queue.mu: in a statement, so it can no longer leave the queue
@@ -129,11 +130,7 @@ func (r *Read) part() shardsql.ObjectSelect {
 // readAlone reads r with a statement of its own: the plain primary-key
 // select, which costs the driver and the server less than a batch's.
 func (r *Read) readAlone(ctx context.Context, db *sqlx.DB) {
-	if r.Count == 0 {
-		r.Row, r.err = shardsql.ReadObject(ctx, db, r.DB, r.Type, r.Local, shardsql.NoLock)
-		return
-	}
-	r.Row, r.N, r.err = shardsql.ReadObjectCount(ctx, db, r.DB, r.Type, r.Local, r.Count)
+	r.Row, r.N, r.err = shardsql.ReadObjectCounted(ctx, db, r.DB, r.Type, r.Local, r.Count, shardsql.NoLock)
 }
 
 // next is called when a statement is done: it hands the lane to the first
@@ -207,8 +204,8 @@ type key struct {
 func (r *Read) key() key { return key{r.DB.N, r.Type, r.Local, r.Count} }
 
 // readBatch reads batch, all on one host, with one statement: a part per
-// shard table for plain reads (their locals in one IN list), and a part
-// per read with a count. Readers of a missing row get sql.ErrNoRows.
+// shard table and list count asked for (their locals in one IN list).
+// Readers of a missing row get sql.ErrNoRows.
 func readBatch(ctx context.Context, db *sqlx.DB, batch []*Read) error {
 	var parts []shardsql.ObjectSelect
 	seen := make(map[key]bool, len(batch))
@@ -218,11 +215,9 @@ func readBatch(ctx context.Context, db *sqlx.DB, batch []*Read) error {
 			continue
 		}
 		seen[k] = true
-		if r.Count == 0 {
-			if i := plainPart(parts, r); i >= 0 {
-				parts[i].Locals = append(parts[i].Locals, r.Local)
-				continue
-			}
+		if i := partOf(parts, r); i >= 0 {
+			parts[i].Locals = append(parts[i].Locals, r.Local)
+			continue
 		}
 		parts = append(parts, r.part())
 	}
@@ -248,11 +243,11 @@ func readBatch(ctx context.Context, db *sqlx.DB, batch []*Read) error {
 	return nil
 }
 
-// plainPart is the index of the part without a count that reads r's shard
-// table, or -1.
-func plainPart(parts []shardsql.ObjectSelect, r *Read) int {
+// partOf is the index of the part that reads r's shard table with r's
+// list count, or -1.
+func partOf(parts []shardsql.ObjectSelect, r *Read) int {
 	for i, p := range parts {
-		if p.Count == 0 && p.DB.N == r.DB.N && p.Type == r.Type {
+		if p.Count == r.Count && p.DB.N == r.DB.N && p.Type == r.Type {
 			return i
 		}
 	}

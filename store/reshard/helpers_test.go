@@ -102,6 +102,9 @@ func openFile(t *testing.T, f fileMap, qt time.Duration, migrate bool) *store.St
 func mustUser(t *testing.T, s *store.Store, name string) uint64 {
 	t.Helper()
 	o, err := s.CreateUser(ctx, model.UserDoc{Username: name})
+	for i := 2; model.IsCode(err, model.EUsernameTaken); i++ { // usernames are unique: name_2, name_3, …
+		o, err = s.CreateUser(ctx, model.UserDoc{Username: fmt.Sprintf("%s_%d", name, i)})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,3 +84,16 @@ func IsNoShard(err error) bool {
 	var me *mysql.MySQLError
 	return errors.As(err, &me) && (me.Number == 1049 || me.Number == 1146)
 }
+
+// LockBusy reports whether err is a lock a NOWAIT read could not take
+// (error 1205, which a wait past innodb_lock_wait_timeout also gives).
+func LockBusy(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1205
+}
+
+// IsDuplicate reports whether err is a duplicate key (error 1062).
+func IsDuplicate(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1062
+}

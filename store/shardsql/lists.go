@@ -114,6 +114,23 @@ type Page struct {
 	Offset int       // rows to skip first (costs O(offset))
 	Desc   bool      // highest sequence first
 	After  *Position // keyset: only rows after this one in the page's order
+	// Sequences in [Min, Max) only, when set: a time range (a sequence is
+	// the time an entry was added, in milliseconds). Still a range scan of
+	// the index (from_id, sequence, to_id).
+	Min, Max *int64
+}
+
+// bounds writes a page's sequence range on alias's sequence column.
+func (p Page) bounds(b *strings.Builder, args []any, alias string) []any {
+	if p.Min != nil {
+		b.WriteString(" AND " + alias + "sequence >= ?")
+		args = append(args, *p.Min)
+	}
+	if p.Max != nil {
+		b.WriteString(" AND " + alias + "sequence < ?")
+		args = append(args, *p.Max)
+	}
+	return args
 }
 
 // pageSQL builds the statement for one page of from's rows of table (e)
@@ -124,6 +141,7 @@ func pageSQL(db DB, table string, from uint64, p Page, objects idcodec.Type) (st
 	b.WriteString("SELECT e.to_id, e.sequence")
 	if objects != 0 {
 		b.WriteString(", o.doc, o.version, o.created_at, o.updated_at")
+		countColumns(&b, db, objects, "o.local_id", 0, len(model.Counted(objects)))
 	}
 	b.WriteString(" FROM ")
 	b.WriteString(db.table(table))
@@ -137,7 +155,7 @@ func pageSQL(db DB, table string, from uint64, p Page, objects idcodec.Type) (st
 		b.WriteString(strconv.FormatUint(db.ID(objects, 0), 10))
 	}
 	b.WriteString(" WHERE e.from_id = ?")
-	args := []any{from}
+	args := p.bounds(&b, []any{from}, "e.")
 	if p.After != nil {
 		b.WriteString(keyset("e.", p.Desc))
 		args = append(args, p.After.Seq, p.After.Seq, p.After.To)
@@ -173,12 +191,16 @@ func ReadPageObjects(ctx context.Context, q sqlx.QueryerContext, db DB, m model.
 		return nil, nil, false, err
 	}
 	defer rows.Close()
+	pad := len(model.Counted(typ))
 	for rows.Next() {
 		var e Entry
+		var r Row
 		var doc []byte
 		var version sql.NullInt64
 		var created, updated sql.NullTime
-		if err := rows.Scan(&e.To, &e.Sequence, &doc, &version, &created, &updated); err != nil {
+		var unused int64
+		counts, fill := countDest(typ, pad, &unused)
+		if err := rows.Scan(append([]any{&e.To, &e.Sequence, &doc, &version, &created, &updated}, counts...)...); err != nil {
 			return nil, nil, false, err
 		}
 		entries = append(entries, e)
@@ -186,7 +208,8 @@ func ReadPageObjects(ctx context.Context, q sqlx.QueryerContext, db DB, m model.
 			foreign = true
 		}
 		if len(entries) <= want && doc != nil && model.ActiveOf(doc) {
-			objs = append(objs, model.Object{ID: e.To, Type: typ, Version: version.Int64, CreatedAt: created.Time, UpdatedAt: updated.Time, Doc: doc})
+			fill(&r)
+			objs = append(objs, model.Object{ID: e.To, Type: typ, Version: version.Int64, CreatedAt: created.Time, UpdatedAt: updated.Time, Doc: doc, Counts: r.Counts})
 		}
 	}
 	return entries, objs, foreign, rows.Err()
@@ -315,4 +338,24 @@ func ExistingPairs(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Ma
 		found[k] = true
 	}
 	return found, rows.Err()
+}
+
+// handOrderedTable records the lists whose order was chosen by hand (a
+// board whose pins were moved): their sequences are no longer times.
+const handOrderedTable = "hand_ordered"
+
+// MarkHandOrdered records that from's list m is ordered by hand.
+func MarkHandOrdered(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mapping, from uint64) error {
+	_, err := x.ExecContext(ctx, "INSERT IGNORE INTO "+db.table(handOrderedTable)+" (from_id, mapping) VALUES (?, ?)", from, uint8(m))
+	return err
+}
+
+// HandOrdered reports whether from's list m was ever ordered by hand.
+func HandOrdered(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping, from uint64) (bool, error) {
+	var one int
+	err := q.QueryRowxContext(ctx, "SELECT 1 FROM "+db.table(handOrderedTable)+" WHERE from_id = ? AND mapping = ?", from, uint8(m)).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }

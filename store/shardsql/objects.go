@@ -12,18 +12,69 @@ import (
 	"github.com/pinstore/pinstore/model"
 )
 
-// Row is an object as its table holds it.
+// Row is an object as its table holds it, with the lengths of the lists
+// it carries (model.Counted) when the read asked for them.
 type Row struct {
 	Local   uint64
 	Doc     []byte
 	Version int64
 	Created time.Time
 	Updated time.Time
+	Counts  []int64
 }
 
 // Object is the row as the object of type typ on db.
 func (r Row) Object(db DB, typ idcodec.Type) model.Object {
-	return model.Object{ID: db.ID(typ, r.Local), Type: typ, Version: r.Version, CreatedAt: r.Created, UpdatedAt: r.Updated, Doc: r.Doc}
+	return model.Object{ID: db.ID(typ, r.Local), Type: typ, Version: r.Version, CreatedAt: r.Created, UpdatedAt: r.Updated, Doc: r.Doc, Counts: r.Counts}
+}
+
+// maxCounted bounds len(model.Counted(t)) for every type: a batched read
+// pads every part to this many count columns (UNION ALL needs one shape).
+const maxCounted = 4
+
+// countSelect is the sub-select of the length of list m of the object
+// whose id is the SQL expression id.
+func countSelect(db DB, id string, m model.Mapping) string {
+	return "COALESCE((SELECT c.n FROM " + db.table(countsTable) + " c WHERE c.from_id = " + id + " AND c.mapping = " + strconv.Itoa(int(m)) + "), 0)"
+}
+
+// countColumns writes, for the object of type typ whose local id is the
+// column local, the count columns a read returns: its Counted lists padded
+// with 0 to pad columns, then extra's length (0 when extra is 0).
+func countColumns(b *strings.Builder, db DB, typ idcodec.Type, local string, extra model.Mapping, pad int) {
+	id := local + " + " + strconv.FormatUint(db.ID(typ, 0), 10)
+	ms := model.Counted(typ)
+	for _, m := range ms {
+		b.WriteString(", ")
+		b.WriteString(countSelect(db, id, m))
+	}
+	for range pad - len(ms) {
+		b.WriteString(", 0")
+	}
+	b.WriteString(", ")
+	if extra == 0 {
+		b.WriteByte('0')
+	} else {
+		b.WriteString(countSelect(db, id, extra))
+	}
+}
+
+// countDest returns the scan destinations of a read's count columns
+// (counted, then the extra one into n) and a function that stores them
+// into r.Counts.
+func countDest(typ idcodec.Type, pad int, n *int64) ([]any, func(r *Row)) {
+	vals := make([]int64, pad)
+	dest := make([]any, pad+1)
+	for i := range vals {
+		dest[i] = &vals[i]
+	}
+	dest[pad] = n
+	k := len(model.Counted(typ))
+	return dest, func(r *Row) {
+		if k > 0 {
+			r.Counts = vals[:k:k]
+		}
+	}
 }
 
 // InsertObject inserts doc as a new object of type typ (version 1) and
@@ -43,7 +94,11 @@ func InsertObject(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.
 	if err != nil {
 		return model.Object{}, model.Errorf(model.EShardFull, "shard %d has no %s ids left", db.N, typ)
 	}
-	return model.Object{ID: id, Type: typ, Version: 1, CreatedAt: at, UpdatedAt: at, Doc: doc}, nil
+	var counts []int64 // a new object's lists are empty
+	if k := len(model.Counted(typ)); k > 0 {
+		counts = make([]int64, k)
+	}
+	return model.Object{ID: id, Type: typ, Version: 1, CreatedAt: at, UpdatedAt: at, Doc: doc, Counts: counts}, nil
 }
 
 // ReadObject reads one object row, with the lock given (inside a
@@ -55,13 +110,22 @@ func ReadObject(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.T
 	return r, err
 }
 
-// ReadObjectCount reads one object row and the length of its list count,
-// with one statement; a missing row is sql.ErrNoRows.
-func ReadObjectCount(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.Type, local uint64, count model.Mapping) (Row, int64, error) {
-	r := Row{Local: local}
-	var n int64
-	err := q.QueryRowxContext(ctx, "SELECT o.doc, o.version, o.created_at, o.updated_at, "+countColumn(db, db.ID(typ, local), count)+
-		" FROM "+db.table(objectTables[typ])+" o WHERE o.local_id = ?", local).Scan(&r.Doc, &r.Version, &r.Created, &r.Updated, &n)
+// ReadObjectCounted reads one object row with the lengths of the lists it
+// carries (Row.Counts) and, when extra is set, of list extra too (n), with
+// one statement and the lock given. A missing row is sql.ErrNoRows.
+func ReadObjectCounted(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.Type, local uint64, extra model.Mapping, lock Lock) (r Row, n int64, err error) {
+	var b strings.Builder
+	b.WriteString("SELECT o.doc, o.version, o.created_at, o.updated_at")
+	pad := len(model.Counted(typ))
+	countColumns(&b, db, typ, "o.local_id", extra, pad)
+	b.WriteString(" FROM ")
+	b.WriteString(db.table(objectTables[typ]))
+	b.WriteString(" o WHERE o.local_id = ?")
+	b.WriteString(string(lock))
+	r.Local = local
+	counts, fill := countDest(typ, pad, &n)
+	err = q.QueryRowxContext(ctx, b.String(), local).Scan(append([]any{&r.Doc, &r.Version, &r.Created, &r.Updated}, counts...)...)
+	fill(&r)
 	return r, n, err
 }
 
@@ -72,8 +136,8 @@ func UpdateObject(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.
 }
 
 // ObjectSelect is one part of a read by id: the rows of Locals in DB's
-// table of Type. With Count set (and exactly one local), the part also
-// reads the length of that object's list Count.
+// table of Type, with the lengths of the lists they carry, and of list
+// Count too when it is set.
 type ObjectSelect struct {
 	DB     DB
 	Type   idcodec.Type
@@ -83,9 +147,9 @@ type ObjectSelect struct {
 
 // ReadObjects reads the rows of every part, all on one host, with one
 // statement: a SELECT … WHERE local_id IN (…) per part, joined by UNION
-// ALL, each row tagged with its part. fn receives each row found, with its
-// list length (0 for a part without Count). Missing rows are simply not
-// passed; the order of rows is the server's.
+// ALL, each row tagged with its part. fn receives each row found (with its
+// counts) and the length of the part's list Count (0 without one). Missing
+// rows are simply not passed; the order of rows is the server's.
 func ReadObjects(ctx context.Context, q sqlx.QueryerContext, parts []ObjectSelect, fn func(part int, r Row, n int64)) error {
 	var b strings.Builder
 	var args []any
@@ -95,12 +159,8 @@ func ReadObjects(ctx context.Context, q sqlx.QueryerContext, parts []ObjectSelec
 		}
 		b.WriteString("SELECT ")
 		b.WriteString(strconv.Itoa(i))
-		b.WriteString(", o.local_id, o.doc, o.version, o.created_at, o.updated_at, ")
-		if p.Count != 0 && len(p.Locals) == 1 {
-			b.WriteString(countColumn(p.DB, p.DB.ID(p.Type, p.Locals[0]), p.Count))
-		} else {
-			b.WriteByte('0')
-		}
+		b.WriteString(", o.local_id, o.doc, o.version, o.created_at, o.updated_at")
+		countColumns(&b, p.DB, p.Type, "o.local_id", p.Count, maxCounted)
 		b.WriteString(" FROM ")
 		b.WriteString(p.DB.table(objectTables[p.Type]))
 		b.WriteString(" o WHERE o.local_id IN (")
@@ -122,16 +182,21 @@ func ReadObjects(ctx context.Context, q sqlx.QueryerContext, parts []ObjectSelec
 		var part int
 		var r Row
 		var n int64
-		if err := rows.Scan(&part, &r.Local, &r.Doc, &r.Version, &r.Created, &r.Updated, &n); err != nil {
+		var vals [maxCounted]int64
+		dest := []any{&part, &r.Local, &r.Doc, &r.Version, &r.Created, &r.Updated}
+		for i := range vals {
+			dest = append(dest, &vals[i])
+		}
+		if err := rows.Scan(append(dest, &n)...); err != nil {
 			return err
+		}
+		if part < 0 || part >= len(parts) {
+			continue
+		}
+		if k := len(model.Counted(parts[part].Type)); k > 0 {
+			r.Counts = append([]int64(nil), vals[:k]...)
 		}
 		fn(part, r, n)
 	}
 	return rows.Err()
-}
-
-// countColumn is the sub-select of the length of from's list m.
-func countColumn(db DB, from uint64, m model.Mapping) string {
-	return "COALESCE((SELECT c.n FROM " + db.table(countsTable) + " c WHERE c.from_id = " + strconv.FormatUint(from, 10) +
-		" AND c.mapping = " + strconv.Itoa(int(m)) + "), 0)"
 }

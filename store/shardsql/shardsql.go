@@ -66,6 +66,9 @@ const (
 	NoLock    Lock = ""
 	ShareLock Lock = " LOCK IN SHARE MODE"
 	ForUpdate Lock = " FOR UPDATE"
+	// ShareNoWait fails at once (MySQL error 1205, see LockBusy) instead
+	// of waiting for a transaction that is changing the row.
+	ShareNoWait Lock = " LOCK IN SHARE MODE NOWAIT"
 )
 
 // Now is the time pinstore stores: UTC, to the microsecond DATETIME(6)

@@ -1,0 +1,149 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+)
+
+// The viewer's edges: does a user like a pin, follow a user, for one or a
+// set, answered from the user's own shard (their likes and follows live
+// there); and the same state carried on the items of a list for a
+// ?viewer=ID, so a feed or board page needs no second round trip.
+
+// EdgeReader answers whether a list holds given entries.
+type EdgeReader interface {
+	// HasMany reports, for each of tos in order, whether from's list m
+	// holds it, with one statement on from's shard. ENotFound when from
+	// is not live.
+	HasMany(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error)
+}
+
+// edgeNames is what a viewer edge is called on the wire, per mapping.
+var edgeNames = map[model.Mapping]string{model.UserLikes: "liked", model.UserFollowing: "following"}
+
+// viewerEdge is the mapping whose rows say the viewer's state about
+// objects of typ: likes for pins, follows for users.
+func viewerEdge(typ idcodec.Type) (model.Mapping, bool) {
+	switch typ {
+	case typePin:
+		return model.UserLikes, true
+	case typeUser:
+		return model.UserFollowing, true
+	}
+	return 0, false
+}
+
+// hasEdge: GET /v1/users/{id}/likes/{pin_id} and …/following/{target_id}:
+// 204 when the user likes the pin (follows the target), 404 when not or
+// when the user does not exist.
+func (s *Server) hasEdge(m model.Mapping, param string) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		from, err := pathID(r, "id", m.From())
+		if err != nil {
+			return err
+		}
+		to, err := pathID(r, param, m.To())
+		if err != nil {
+			return err
+		}
+		has, err := s.edges.HasMany(r.Context(), m, from, []uint64{to})
+		if err != nil {
+			return err
+		}
+		if !has[0] {
+			return errorf(model.ENotFound, "user %d does not %s %s %d", from, map[model.Mapping]string{model.UserLikes: "like", model.UserFollowing: "follow"}[m], m.To(), to)
+		}
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+}
+
+// hasEdges: GET /v1/users/{id}/likes/contains?ids=… (…/following/contains):
+// for each id, in request order, whether the user likes (follows) it.
+func (s *Server) hasEdges(m model.Mapping) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		from, err := pathID(r, "id", m.From())
+		if err != nil {
+			return err
+		}
+		raw, _, err := queryValue(r.URL.Query(), "ids")
+		if err != nil {
+			return err
+		}
+		ids, order, err := parseIDList(raw, MaxEdgeIDs, m.To())
+		if err != nil {
+			return err
+		}
+		has, err := s.edges.HasMany(r.Context(), m, from, ids)
+		if err != nil {
+			return err
+		}
+		byID := make(map[string]bool, len(ids))
+		for i, id := range ids {
+			byID[strconv.FormatUint(id, 10)] = has[i]
+		}
+		name := edgeNames[m]
+		return writeBuilt(w, http.StatusOK, func(b []byte) ([]byte, error) {
+			b = append(b, `{"items":[`...)
+			for i, key := range order { // every key is an ID parseIDList accepted: digits only
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, `{"id":"`...)
+				b = append(b, key...)
+				b = append(b, `","`...)
+				b = append(b, name...)
+				b = append(b, `":`...)
+				b = strconv.AppendBool(b, byID[key])
+				b = append(b, '}')
+			}
+			return append(b, "]}\n"...), nil
+		})
+	}
+}
+
+// viewer is a request's ?viewer=ID: whose state to carry on a list's
+// items, and the edge that says it.
+type viewer struct {
+	user uint64
+	edge model.Mapping // 0: no viewer asked for
+}
+
+// parseViewer reads ?viewer=ID for a list of objects of typ, before any
+// I/O. A viewer on objects with no such edge (boards, comments) or a
+// malformed one is EInvalid.
+func parseViewer(r *http.Request, typ idcodec.Type) (viewer, error) {
+	v, ok, err := queryValue(r.URL.Query(), "viewer")
+	if err != nil || !ok {
+		return viewer{}, err
+	}
+	user, err := bodyID("viewer", v, typeUser)
+	if err != nil {
+		return viewer{}, err
+	}
+	m, ok := viewerEdge(typ)
+	if !ok {
+		return viewer{}, errorf(model.EInvalid, "viewer applies to lists of pins or of users, not of %ss", typ)
+	}
+	return viewer{user, m}, nil
+}
+
+// page is one page of a list with v's state on each item, read with one
+// statement on the viewer's shard. An unknown viewer is ENotFound.
+func (s *Server) page(ctx context.Context, v viewer, objs []model.Object, next string, count *int64) (listPage, error) {
+	p := listPage{objs: objs, next: next, count: count}
+	if v.edge == 0 {
+		return p, nil
+	}
+	ids := make([]uint64, len(objs))
+	for i, o := range objs {
+		ids[i] = o.ID
+	}
+	flags, err := s.edges.HasMany(ctx, v.edge, v.user, ids)
+	p.edge, p.flags = edgeNames[v.edge], flags
+	return p, err
+}
