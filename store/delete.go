@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/fanout"
@@ -35,7 +33,7 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 	var pins []uint64 // pins deleted whose likes must go
 	var owner uint64  // their owner, whose followers' feeds hold them
 	var username string
-	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 		d, err := markDeleted(ctx, tx, op, sh, typ, local, ifVersion)
 		if err != nil {
 			return err
@@ -83,7 +81,7 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 // unlistPin takes a deleted pin off its board's and owner's lists and
 // records the removal of its feed rows as due (fanout): durable until they
 // have gone, and a sweep must not fan the pin out again.
-func unlistPin(ctx context.Context, tx *sqlx.Tx, sh topology.Shard, board, owner, pin uint64) error {
+func unlistPin(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, board, owner, pin uint64) error {
 	if _, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.BoardPins, board, pin); err != nil {
 		return err
 	}
@@ -95,7 +93,7 @@ func unlistPin(ctx context.Context, tx *sqlx.Tx, sh topology.Shard, board, owner
 
 // deleteBoardPins soft-deletes every pin of a board inside the board's
 // delete transaction (board, pins and both their lists share one shard).
-func deleteBoardPins(ctx context.Context, tx *sqlx.Tx, op string, sh topology.Shard, board, owner uint64) ([]uint64, error) {
+func deleteBoardPins(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, board, owner uint64) ([]uint64, error) {
 	entries, err := shardsql.ReadAllEntries(ctx, tx, sh.DB, model.BoardPins, board)
 	if err != nil {
 		return nil, err
@@ -172,7 +170,7 @@ func (s *Store) deleteUserLinks(ctx context.Context, op string, user uint64) err
 			if model.IsCode(err, model.ENotFound) {
 				// Already deleted but still listed: take it off the list.
 				sh, _, _ := s.route(op, user, idcodec.TypeUser)
-				err = s.inRetryTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+				err = s.inRetryTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 					_, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserBoards, user, b.To)
 					return err
 				})

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardsql"
@@ -78,7 +76,7 @@ func (s *Store) backfillRows(ctx context.Context, op string, follower, followee 
 }
 
 // insertFeedRows inserts rows in chunks (shardsql.InsertFeedRows).
-func insertFeedRows(ctx context.Context, tx *sqlx.Tx, sh topology.Shard, rows []shardsql.FeedRow) error {
+func insertFeedRows(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, rows []shardsql.FeedRow) error {
 	for start := 0; start < len(rows); start += shardsql.FeedChunk {
 		if err := shardsql.InsertFeedRows(ctx, tx, sh.DB, rows[start:min(start+shardsql.FeedChunk, len(rows))]); err != nil {
 			return err
@@ -96,7 +94,7 @@ func (s *Store) dropFeedAuthor(ctx context.Context, op string, follower, followe
 		return 0, err
 	}
 	var n int64
-	err = s.inRetryTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+	err = s.inRetryTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 		again, err := shardsql.Follows(ctx, tx, sh.DB, follower, followee, shardsql.ShareLock)
 		if err != nil || again {
 			return err
@@ -240,7 +238,7 @@ func (s *Store) repairFollowFeed(ctx context.Context, fsh topology.Shard, f shar
 	if dryRun || len(add)+len(stale) == 0 {
 		return nil
 	}
-	return s.inTx(ctx, op, fsh, func(tx *sqlx.Tx) error {
+	return s.inTx(ctx, op, fsh, func(tx *shardsql.Tx) error {
 		if err := insertFeedRows(ctx, tx, fsh, add); err != nil {
 			return err
 		}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardsql"
@@ -326,13 +324,13 @@ func TestRepairFeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	bsh, _, _ := s.route("test", b, idcodec.TypeUser)
-	if err := s.inTx(ctx, "test", sh, func(tx *sqlx.Tx) error {
+	if err := s.inTx(ctx, "test", sh, func(tx *shardsql.Tx) error {
 		_, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserFollowing, reader, b)
 		return err
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.inTx(ctx, "test", bsh, func(tx *sqlx.Tx) error {
+	if err := s.inTx(ctx, "test", bsh, func(tx *shardsql.Tx) error {
 		_, err := shardsql.RemoveEdge(ctx, tx, bsh.DB, model.UserFollowers, b, reader)
 		return err
 	}); err != nil {
@@ -340,7 +338,7 @@ func TestRepairFeeds(t *testing.T) {
 	}
 	doomed := want[1]
 	ash, _, _ := s.route("test", a, idcodec.TypeUser)
-	if err := s.inTx(ctx, "test", ash, func(tx *sqlx.Tx) error { // the pin's own delete, without the queue
+	if err := s.inTx(ctx, "test", ash, func(tx *shardsql.Tx) error { // the pin's own delete, without the queue
 		if _, err := markDeleted(ctx, tx, "test", ash, idcodec.TypePin, idcodec.LocalOf(doomed), 0); err != nil {
 			return err
 		}

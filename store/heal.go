@@ -107,5 +107,6 @@ func (s *Store) healHost(ctx context.Context, op string, h *topology.Host, dbs [
 		}
 		settled++
 	}
-	return settled, nil
+	_, err = s.sweepCached(ctx, op, h, dbs) // cache invalidations a dead writer left (cache.go)
+	return settled, err
 }

@@ -5,8 +5,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardsql"
@@ -30,10 +28,11 @@ func (s *Store) List(ctx context.Context, m model.Mapping, from uint64, p model.
 // comments) lives on the objects' shard: without an offset, its page and
 // the objects come from one statement joining the list to their table.
 // Other lists (and offset pages, where a join would read every skipped
-// object) take List and then GetMany.
+// object), and every list when the object cache is on, take List and then
+// GetMany, which reads the objects from the cache.
 func (s *Store) ListObjects(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, []model.Object, error) {
 	const op = "store.ListObjects"
-	if m.Valid() && m.Colocated() && p.Offset == 0 {
+	if m.Valid() && m.Colocated() && p.Offset == 0 && !s.objects.on() {
 		return s.list(ctx, op, m, from, p, true)
 	}
 	l, _, err := s.list(ctx, op, m, from, p, false)
@@ -201,7 +200,7 @@ func (s *Store) Move(ctx context.Context, m model.Mapping, from, item, before, a
 			return err
 		}
 	}
-	return s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+	return s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 		// Lock both rows in one statement, in key order, so concurrent
 		// moves on one list queue instead of deadlocking.
 		locked, err := shardsql.LockEntries(ctx, tx, sh.DB, m, from, item, anchor)
@@ -298,13 +297,50 @@ func (s *Store) HasMany(ctx context.Context, m model.Mapping, from uint64, tos [
 const MaxGetMany = 1000
 
 // GetMany returns the live objects among ids, in request order; unknown,
-// deleted or wrong-type ids are left out. It sends one statement per host:
-// a UNION ALL of one primary-key IN (…) select per shard database.
+// deleted or wrong-type ids are left out. The object cache answers what it
+// holds; for the rest it sends one statement per host: a UNION ALL of one
+// primary-key IN (…) select per shard database.
 func (s *Store) GetMany(ctx context.Context, ids []uint64, typ idcodec.Type) ([]model.Object, error) {
 	const op = "store.GetMany"
 	if len(ids) > MaxGetMany {
 		return nil, model.Wrap(op, model.EInvalid, "too many ids", nil)
 	}
+	if !s.objects.on() {
+		return s.getMany(ctx, op, ids, typ)
+	}
+	want := make([]uint64, 0, len(ids))
+	seen := make(map[uint64]bool, len(ids))
+	for _, id := range ids {
+		if _, err := model.CheckID("id", id, typ); err != nil {
+			if model.IsCode(err, model.ENotFound) { // of another type: not found, left out
+				continue
+			}
+			return nil, shardsql.Classify(op, "", err)
+		}
+		if !seen[id] {
+			seen[id] = true
+			want = append(want, id)
+		}
+	}
+	objs, err := s.cachedObjects(ctx, want, func(ids []uint64) ([]model.Object, error) { return s.getMany(ctx, op, ids, typ) })
+	if err != nil {
+		return nil, err
+	}
+	byID := make(map[uint64]model.Object, len(objs))
+	for _, o := range objs {
+		byID[o.ID] = o
+	}
+	out := make([]model.Object, 0, len(objs))
+	for _, id := range ids {
+		if o, ok := byID[id]; ok {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// getMany is GetMany from MySQL alone.
+func (s *Store) getMany(ctx context.Context, op string, ids []uint64, typ idcodec.Type) ([]model.Object, error) {
 	t := s.router.Current()
 	byHost := map[*topology.Host][]shardsql.ObjectSelect{}
 	for _, id := range ids {

@@ -62,7 +62,7 @@ func openTestWith(t testing.TB, tune func(*Config), dsns ...string) (*Store, *sh
 		t.Cleanup(func() { testenv.DropDatabases(t, d, prefix) })
 	}
 	t.Cleanup(func() { testenv.DropKeys(t, testenv.RedisAddr(t), prefix) })
-	cfg := Config{Map: m, CursorSecret: []byte("test"), Redis: RedisConfig{Addrs: []string{testenv.RedisAddr(t)}, Prefix: prefix + ":o:"}}
+	cfg := Config{Map: m, CursorSecret: []byte("test"), Redis: RedisConfig{Addrs: []string{testenv.RedisAddr(t)}, Prefix: prefix + ":o:"}, ObjectCache: ObjectCacheConfig{Prefix: prefix + ":c:"}}
 	if tune != nil {
 		tune(&cfg)
 	}

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/fanout"
@@ -49,7 +47,7 @@ func (s *Store) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Obje
 		return model.Object{}, err
 	}
 	var obj model.Object
-	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 		if _, _, err := readLive(ctx, tx, op, sh, idcodec.TypeUser, ownerLocal, shardsql.ShareLock); err != nil {
 			return err
 		}
@@ -82,7 +80,7 @@ func (s *Store) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (
 	}
 	var obj model.Object
 	var seq int64
-	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 		_, bd, err := readLive(ctx, tx, op, sh, idcodec.TypeBoard, boardLocal, shardsql.ShareLock)
 		if err != nil {
 			return err
@@ -129,7 +127,7 @@ func (s *Store) CreateComment(ctx context.Context, doc model.CommentDoc) (model.
 		return model.Object{}, err
 	}
 	var obj model.Object
-	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 		if _, _, err := readLive(ctx, tx, op, sh, idcodec.TypePin, pinLocal, shardsql.ShareLock); err != nil {
 			return err
 		}
@@ -143,8 +141,9 @@ func (s *Store) CreateComment(ctx context.Context, doc model.CommentDoc) (model.
 	return obj, err
 }
 
-// Get returns the live object id of type typ. ENotFound when it is
-// unknown, deleted or of another type; EInvalid when id is malformed.
+// Get returns the live object id of type typ, from the object cache when
+// it has it. ENotFound when it is unknown, deleted or of another type;
+// EInvalid when id is malformed.
 func (s *Store) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Object, error) {
 	const op = "store.Get"
 	sh, local, err := s.route(op, id, typ)
@@ -153,11 +152,30 @@ func (s *Store) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Obj
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	r, err := s.readPoint(ctx, op, sh, typ, local, 0)
+	if !s.objects.on() {
+		r, err := s.readPoint(ctx, op, sh, typ, local, 0)
+		if err != nil {
+			return model.Object{}, err
+		}
+		return r.Row.Object(sh.DB, typ), nil
+	}
+	objs, err := s.cachedObjects(ctx, []uint64{id}, func([]uint64) ([]model.Object, error) {
+		r, err := s.readPoint(ctx, op, sh, typ, local, 0)
+		if model.IsCode(err, model.ENotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return []model.Object{r.Row.Object(sh.DB, typ)}, nil
+	})
 	if err != nil {
 		return model.Object{}, err
 	}
-	return r.Row.Object(sh.DB, typ), nil
+	if len(objs) == 0 {
+		return model.Object{}, notFound(op, typ)
+	}
+	return objs[0], nil
 }
 
 // Update reads the object, calls mutate with its document inside the
@@ -174,7 +192,7 @@ func (s *Store) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 	}
 	var obj model.Object
 	released := "" // a username given up by a rename
-	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 		released = ""
 		r, _, err := shardsql.ReadObjectCounted(ctx, tx, sh.DB, typ, local, 0, shardsql.ForUpdate)
 		old, err := liveVersion(op, typ, r, err, ifVersion)
@@ -242,7 +260,7 @@ func liveVersion(op string, typ idcodec.Type, r shardsql.Row, err error, ifVersi
 }
 
 // markDeleted soft-deletes one object in tx and returns its last live doc.
-func markDeleted(ctx context.Context, tx *sqlx.Tx, op string, sh topology.Shard, typ idcodec.Type, local uint64, ifVersion int64) (model.Doc, error) {
+func markDeleted(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, typ idcodec.Type, local uint64, ifVersion int64) (model.Doc, error) {
 	r, err := shardsql.ReadObject(ctx, tx, sh.DB, typ, local, shardsql.ForUpdate)
 	d, err := liveVersion(op, typ, r, err, ifVersion)
 	if err != nil {

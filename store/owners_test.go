@@ -167,7 +167,7 @@ func deleteWhileRedisIsAway(t *testing.T) (s0, s *Store, m *shardmap.Map, proxy 
 	owner = mustUser(t, s0, "o")
 	board := mustBoard(t, s0, owner)
 	proxy = startCutProxy(t, testenv.RedisAddr(t))
-	s, err := Open(context.Background(), Config{Map: m, CursorSecret: []byte("x"), Redis: RedisConfig{Addrs: []string{proxy.ln.Addr().String()}, Prefix: s0.cfg.Redis.Prefix}})
+	s, err := Open(context.Background(), Config{Map: m, CursorSecret: []byte("x"), Redis: RedisConfig{Addrs: []string{proxy.ln.Addr().String()}, Prefix: s0.cfg.Redis.Prefix}, ObjectCache: s0.cfg.ObjectCache})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestDeletedPinLeavesTheCacheAfterItsServerIsGone(t *testing.T) {
 	s0, s, m, _, pin, _ := deleteWhileRedisIsAway(t)
 	s.Close() // with Redis still out of its reach
 	prefix := s0.cfg.Redis.Prefix
-	s1, err := Open(context.Background(), Config{Map: m, CursorSecret: []byte("x"), FeedSweep: time.Hour, Redis: RedisConfig{Addrs: []string{testenv.RedisAddr(t)}, Prefix: prefix}})
+	s1, err := Open(context.Background(), Config{Map: m, CursorSecret: []byte("x"), FeedSweep: time.Hour, Redis: RedisConfig{Addrs: []string{testenv.RedisAddr(t)}, Prefix: prefix}, ObjectCache: s0.cfg.ObjectCache})
 	if err != nil {
 		t.Fatal(err)
 	}

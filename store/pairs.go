@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardsql"
 	"github.com/pinstore/pinstore/store/topology"
@@ -61,7 +59,7 @@ func (s *Store) AddMapping(ctx context.Context, m model.Mapping, from, to uint64
 	}
 	fsh, fLocal, _ := s.route(op, p.From, p.M.From())
 	at := shardsql.Now()
-	err = s.inRetryTx(ctx, op, fsh, func(tx *sqlx.Tx) error {
+	err = s.inRetryTx(ctx, op, fsh, func(tx *shardsql.Tx) error {
 		if err := shardsql.MarkPair(ctx, tx, fsh.DB, p, at); err != nil {
 			return err
 		}
@@ -96,7 +94,7 @@ func (s *Store) removePair(ctx context.Context, op string, p shardsql.Pair) erro
 	if err != nil {
 		return err
 	}
-	err = s.inRetryTx(ctx, op, fsh, func(tx *sqlx.Tx) error {
+	err = s.inRetryTx(ctx, op, fsh, func(tx *shardsql.Tx) error {
 		if err := shardsql.MarkPair(ctx, tx, fsh.DB, p, shardsql.Now()); err != nil {
 			return err
 		}
@@ -125,7 +123,7 @@ func (s *Store) heal(ctx context.Context, op string, p shardsql.Pair) error {
 	if err != nil {
 		return err
 	}
-	if err := s.inRetryTx(ctx, op, fsh, func(tx *sqlx.Tx) error {
+	if err := s.inRetryTx(ctx, op, fsh, func(tx *shardsql.Tx) error {
 		return shardsql.MarkPair(ctx, tx, fsh.DB, p, shardsql.Now())
 	}); err != nil {
 		return err
@@ -151,7 +149,7 @@ func (s *Store) settle(ctx context.Context, op string, p shardsql.Pair) error {
 		return err
 	}
 	gone := false
-	err = s.inRetryTx(ctx, op, fsh, func(tx *sqlx.Tx) error {
+	err = s.inRetryTx(ctx, op, fsh, func(tx *shardsql.Tx) error {
 		gone = false
 		marked, err := shardsql.LockPair(ctx, tx, fsh.DB, p)
 		if err != nil || !marked {
@@ -162,7 +160,7 @@ func (s *Store) settle(ctx context.Context, op string, p shardsql.Pair) error {
 			return err
 		}
 		if present {
-			err = s.inRetryTx(ctx, op, tsh, func(itx *sqlx.Tx) error {
+			err = s.inRetryTx(ctx, op, tsh, func(itx *shardsql.Tx) error {
 				// The target's row lock orders this with a delete of the
 				// target: either the inverse row commits before the delete
 				// does, and the delete's drain removes the pair, or the
@@ -182,7 +180,7 @@ func (s *Store) settle(ctx context.Context, op string, p shardsql.Pair) error {
 			}
 		}
 		if !present {
-			err = s.inRetryTx(ctx, op, tsh, func(itx *sqlx.Tx) error {
+			err = s.inRetryTx(ctx, op, tsh, func(itx *shardsql.Tx) error {
 				_, err := shardsql.RemoveEdge(ctx, itx, tsh.DB, inv, p.To, p.From)
 				return err
 			})
@@ -209,7 +207,7 @@ func (s *Store) settle(ctx context.Context, op string, p shardsql.Pair) error {
 // pins are copied in (a pin created meanwhile is seen either by this copy
 // or by its own fan-out, which reads the followers after the pin and this
 // follow's inverse committed); not followed, every pin of theirs goes.
-func (s *Store) settleFeed(ctx context.Context, op string, tx *sqlx.Tx, fsh topology.Shard, p shardsql.Pair, followed bool) error {
+func (s *Store) settleFeed(ctx context.Context, op string, tx *shardsql.Tx, fsh topology.Shard, p shardsql.Pair, followed bool) error {
 	if !followed {
 		_, err := shardsql.DeleteFeedAuthor(ctx, tx, fsh.DB, p.From, p.To)
 		return err

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardsql"
 )
@@ -20,7 +18,7 @@ func halfWrite(t *testing.T, s *Store, p shardsql.Pair, add bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = s.inTx(ctx, "test", sh, func(tx *sqlx.Tx) error {
+	err = s.inTx(ctx, "test", sh, func(tx *shardsql.Tx) error {
 		if err := shardsql.MarkPair(ctx, tx, sh.DB, p, shardsql.Now()); err != nil {
 			return err
 		}

@@ -18,7 +18,8 @@ import (
 func TestPointReadsBatchedAnswerAsAlone(t *testing.T) {
 	// One lane per host: reads alone while they come one at a time, and
 	// batched as soon as two overlap.
-	s, _ := openTestWith(t, func(c *Config) { c.PointReadLanes = 1 })
+	// Without the object cache, which would answer most reads itself.
+	s, _ := openTestWith(t, func(c *Config) { c.PointReadLanes = 1; c.ObjectCache.Disabled = true })
 	var users, boards, pins []uint64
 	for i := 0; i < 24; i++ {
 		u := mustUser(t, s, fmt.Sprintf("u%d", i))

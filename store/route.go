@@ -49,7 +49,9 @@ func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFu
 
 // inTx runs fn in a transaction on the shard's host and commits; any error
 // rolls back and is classified. A shard being moved refuses with EMoving.
-func (s *Store) inTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *sqlx.Tx) error) error {
+// The objects fn's statements changed lose their cached copies before
+// inTx returns (cache.go).
+func (s *Store) inTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
 	if err := sh.Writable(op); err != nil {
 		return err
 	}
@@ -60,17 +62,33 @@ func (s *Store) inTx(ctx context.Context, op string, sh topology.Shard, fn func(
 		return classify(op, sh, err)
 	}
 	defer tx.Rollback()
-	if err := fn(tx); err != nil {
+	t := shardsql.NewTx(tx)
+	if err := fn(t); err != nil {
 		return classify(op, sh, err)
 	}
-	return classify(op, sh, tx.Commit())
+	var token uint64
+	if touched := t.Touched(); len(touched) > 0 && s.objects.on() {
+		// Durable with the change: the invalidation is resent until Redis
+		// takes it, whatever happens to this process (cache.go).
+		token = newToken()
+		if err := shardsql.MarkCached(ctx, t, sh.DB, touched, token, shardsql.Now()); err != nil {
+			return classify(op, sh, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return classify(op, sh, err)
+	}
+	if token != 0 {
+		s.objects.invalidate(ctx, sh.DB, t.Touched(), token) // before the write is acknowledged
+	}
+	return nil
 }
 
 // inRetryTx is inTx, run again when InnoDB picks it as a deadlock victim
 // (shardsql.RetryDeadlock): for idempotent transactions, such as one side
 // of a pair or a feed write, which meet the fan-out's shared locks on
 // follow rows and each other's count rows.
-func (s *Store) inRetryTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *sqlx.Tx) error) error {
+func (s *Store) inRetryTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
 	return shardsql.RetryDeadlock(func() error { return s.inTx(ctx, op, sh, fn) })
 }
 

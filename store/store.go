@@ -35,6 +35,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +43,7 @@ import (
 
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/fanout"
+	"github.com/pinstore/pinstore/store/objcache"
 	"github.com/pinstore/pinstore/store/ownercache"
 	"github.com/pinstore/pinstore/store/pointread"
 	"github.com/pinstore/pinstore/store/shardmap"
@@ -63,6 +65,7 @@ type Config struct {
 	FeedSweep      time.Duration // redo fan-out left in feed_outbox: at Open, then this often; 0 = never (tools)
 	PairSweep      time.Duration // settle pairs left marked in pair_outbox: at Open, then this often; 0 = never (tools)
 	Redis          RedisConfig
+	ObjectCache    ObjectCacheConfig
 	Logger         *slog.Logger
 	Registerer     prometheus.Registerer
 }
@@ -75,6 +78,13 @@ type RedisConfig struct {
 	Prefix   string        // key prefix; default "pinstore:o:"
 	Timeout  time.Duration // per call; default 200ms
 	Disabled bool          // run without a cache (every look-up from MySQL)
+}
+
+// ObjectCacheConfig tunes the object cache, kept in the Redis of Config.Redis.
+type ObjectCacheConfig struct {
+	Disabled bool          // read every object from MySQL
+	Prefix   string        // key prefix; default "pinstore:c:"
+	TTL      time.Duration // how long an entry lives; default 10 minutes
 }
 
 // defaultFeedBackfill is how many of a followee's newest pins a follow
@@ -94,6 +104,7 @@ type Store struct {
 	redis      redis.UniversalClient // nil when the cache is disabled
 	ownerCache *ownercache.Cache
 	owners     *ownercache.Guard // nil when the cache is disabled
+	objects    *objectCache      // off when Redis or the object cache is disabled
 
 	stop context.CancelFunc // stops the background loops
 	done chan struct{}      // closed when they have stopped
@@ -144,11 +155,16 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	})
 	loops, stop := context.WithCancel(context.Background())
 	s.stop, s.done = stop, make(chan struct{})
+	var wg sync.WaitGroup
+	if cfg.PairSweep > 0 {
+		wg.Go(func() { s.healLoop(loops, cfg.PairSweep) })
+	}
+	if s.objects.on() {
+		wg.Go(func() { s.cacheLoop(loops) })
+	}
 	go func() {
-		defer close(s.done)
-		if cfg.PairSweep > 0 {
-			s.healLoop(loops, cfg.PairSweep)
-		}
+		wg.Wait()
+		close(s.done)
 	}()
 	return s, nil
 }
@@ -218,6 +234,15 @@ func (s *Store) openCache(ctx context.Context) {
 		Registerer: s.cfg.Registerer,
 	})
 	s.owners = ownercache.NewGuard(s.ownerCache)
+	if !s.cfg.ObjectCache.Disabled {
+		s.objects = newObjectCache(objcache.New(s.redis, objcache.Options{
+			Prefix:     s.cfg.ObjectCache.Prefix,
+			TTL:        s.cfg.ObjectCache.TTL,
+			Timeout:    rc.Timeout,
+			Logger:     s.log,
+			Registerer: s.cfg.Registerer,
+		}), s.cfg.Registerer)
+	}
 	c, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	warning, err := ownercache.CheckConfig(c, s.redis, ownercache.BucketSize)

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardsql"
@@ -75,7 +73,7 @@ func (s *Store) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object
 	key := usernameKey(doc.Username)
 	sh := s.router.Current().RandomOpen()
 	var obj model.Object
-	err = s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 		at := shardsql.Now()
 		if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeUser, pending, at); err != nil {
 			return err
@@ -127,7 +125,7 @@ func (s *Store) claimUsername(ctx context.Context, op, key string, user uint64) 
 			return classify(op, sh, err)
 		}
 		taken, released := false, false
-		err = s.inRetryTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+		err = s.inRetryTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 			taken, released = false, false
 			holder, err := shardsql.UsernameHolder(ctx, tx, sh.DB, key, shardsql.ForUpdate)
 			switch {
@@ -192,7 +190,7 @@ func (s *Store) holds(ctx context.Context, op string, user uint64, key string) (
 // activateUser makes a claimed user visible: its live document, still at
 // version 1, and no pending row. A user no longer pending is left alone.
 func (s *Store) activateUser(ctx context.Context, op string, user uint64, live []byte) error {
-	return s.endPending(ctx, op, user, func(tx *sqlx.Tx, sh topology.Shard, local uint64) error {
+	return s.endPending(ctx, op, user, func(tx *shardsql.Tx, sh topology.Shard, local uint64) error {
 		return shardsql.SetDoc(ctx, tx, sh.DB, idcodec.TypeUser, local, live)
 	})
 }
@@ -200,7 +198,7 @@ func (s *Store) activateUser(ctx context.Context, op string, user uint64, live [
 // dropUser deletes a pending user outright (it was never visible) and its
 // pending row. A user no longer pending is left alone.
 func (s *Store) dropUser(ctx context.Context, op string, user uint64) error {
-	return s.endPending(ctx, op, user, func(tx *sqlx.Tx, sh topology.Shard, local uint64) error {
+	return s.endPending(ctx, op, user, func(tx *shardsql.Tx, sh topology.Shard, local uint64) error {
 		return shardsql.DeleteObjectRow(ctx, tx, sh.DB, idcodec.TypeUser, local)
 	})
 }
@@ -208,12 +206,12 @@ func (s *Store) dropUser(ctx context.Context, op string, user uint64) error {
 // endPending deletes a pending user's user_claims row and, in the same
 // transaction, does then to the user; a user no longer pending (another
 // server finished it) is left alone.
-func (s *Store) endPending(ctx context.Context, op string, user uint64, then func(tx *sqlx.Tx, sh topology.Shard, local uint64) error) error {
+func (s *Store) endPending(ctx context.Context, op string, user uint64, then func(tx *shardsql.Tx, sh topology.Shard, local uint64) error) error {
 	sh, local, err := s.route(op, user, idcodec.TypeUser)
 	if err != nil {
 		return err
 	}
-	return s.inTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+	return s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 		was, err := shardsql.DeleteUserClaim(ctx, tx, sh.DB, user)
 		if err != nil || !was {
 			return err
@@ -257,7 +255,7 @@ func (s *Store) finishUser(ctx context.Context, op string, c shardsql.UserClaim)
 // counts.
 func (s *Store) releaseUsername(ctx context.Context, op, key string, user uint64) {
 	sh := usernameShard(s.router.Current(), key)
-	err := s.inRetryTx(ctx, op, sh, func(tx *sqlx.Tx) error {
+	err := s.inRetryTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 		return shardsql.ReleaseUsername(ctx, tx, sh.DB, key, user)
 	})
 	if err != nil {

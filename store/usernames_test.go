@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardsql"
@@ -136,7 +134,7 @@ func pendingUser(t *testing.T, s *Store, name string, at time.Time) uint64 {
 	t.Helper()
 	sh := s.router.Current().RandomOpen()
 	var id uint64
-	err := s.inTx(ctx, "test", sh, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, "test", sh, func(tx *shardsql.Tx) error {
 		o, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeUser, []byte(`{"username":"`+name+`","active":false}`), at)
 		if err != nil {
 			return err

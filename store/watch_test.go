@@ -83,7 +83,7 @@ func openFile(t *testing.T, f fileMap, qt time.Duration, migrate bool) *Store {
 		t.Fatal(err)
 	}
 	s, err := Open(context.Background(), Config{Map: m, MapFile: f.path, CursorSecret: []byte("test"), QueryTimeout: qt,
-		Redis: RedisConfig{Addrs: []string{testenv.RedisAddr(t)}, Prefix: f.prefix + ":o:"}})
+		Redis: RedisConfig{Addrs: []string{testenv.RedisAddr(t)}, Prefix: f.prefix + ":o:"}, ObjectCache: ObjectCacheConfig{Prefix: f.prefix + ":c:"}})
 	if err != nil {
 		t.Fatal(err)
 	}

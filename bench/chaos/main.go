@@ -127,15 +127,16 @@ func main() {
 // map, with the private databases, Redis and development mode, then -env.
 func (c config) serverEnv() []string {
 	set := map[string]string{
-		"PINSTORE_DEV":           "true",
-		"PINSTORE_RATE_LIMIT":    "0",
-		"PINSTORE_DB_PREFIX":     c.dbPrefix,
-		"PINSTORE_SHARDS":        strconv.Itoa(c.shards),
-		"PINSTORE_MYSQL_DSN":     c.dsn,
-		"PINSTORE_REDIS_ADDRS":   "127.0.0.1:" + strconv.Itoa(c.redisPort),
-		"PINSTORE_REDIS_PREFIX":  "chaos:o:",
-		"PINSTORE_CURSOR_SECRET": "chaos-harness-cursor-secret-0123456789",
-		"PINSTORE_LOG_LEVEL":     "warn",
+		"PINSTORE_DEV":                 "true",
+		"PINSTORE_RATE_LIMIT":          "0",
+		"PINSTORE_DB_PREFIX":           c.dbPrefix,
+		"PINSTORE_SHARDS":              strconv.Itoa(c.shards),
+		"PINSTORE_MYSQL_DSN":           c.dsn,
+		"PINSTORE_REDIS_ADDRS":         "127.0.0.1:" + strconv.Itoa(c.redisPort),
+		"PINSTORE_REDIS_PREFIX":        "chaos:o:",
+		"PINSTORE_OBJECT_CACHE_PREFIX": "chaos:c:",
+		"PINSTORE_CURSOR_SECRET":       "chaos-harness-cursor-secret-0123456789",
+		"PINSTORE_LOG_LEVEL":           "warn",
 	}
 	for _, kv := range c.env {
 		k, v, _ := strings.Cut(kv, "=")

@@ -11,7 +11,7 @@
 # first run seeds. pprof is served on 127.0.0.1:6060 (PINSTORE_DEBUG_ADDR).
 set -eu
 cd "$(dirname "$0")/../.."
-export PINSTORE_SHARDS=64 PINSTORE_DB_PREFIX=bench_ PINSTORE_REDIS_PREFIX=bench:o: \
+export PINSTORE_SHARDS=64 PINSTORE_DB_PREFIX=bench_ PINSTORE_REDIS_PREFIX=bench:o: PINSTORE_OBJECT_CACHE_PREFIX=bench:c: \
   PINSTORE_CURSOR_SECRET=benchsecret PINSTORE_DEV=true PINSTORE_RATE_LIMIT=0 \
   PINSTORE_DEBUG_ADDR=127.0.0.1:6060
 dir=/tmp/bench
@@ -53,7 +53,7 @@ ab)
 clean)
   stop
   for i in $(seq 0 63); do mysql -uroot -h127.0.0.1 -e "DROP DATABASE IF EXISTS bench_$(printf %05d "$i")"; done
-  redis-cli --scan --pattern 'bench:o:*' | xargs -r redis-cli del >/dev/null
+  redis-cli --scan --pattern 'bench:[oc]:*' | xargs -r redis-cli del >/dev/null
   rm -f "$dir/state.json" ;;
 *)
   sed -n '2,12p' "$0"

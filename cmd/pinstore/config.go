@@ -22,8 +22,9 @@ const defaultFeedSweep = 5 * time.Minute
 // PINSTORE_MYSQL_DSN, PINSTORE_SHARDS, PINSTORE_DB_PREFIX,
 // PINSTORE_CURSOR_SECRET, PINSTORE_MAX_DOC_BYTES, PINSTORE_MAX_DATA_BYTES,
 // PINSTORE_POOL_SIZE, PINSTORE_POINT_READ_LANES, PINSTORE_REDIS_ADDRS,
-// PINSTORE_REDIS_CLUSTER, PINSTORE_REDIS_PASSWORD, PINSTORE_REDIS_PREFIX and
-// PINSTORE_REDIS_DISABLED.
+// PINSTORE_REDIS_CLUSTER, PINSTORE_REDIS_PASSWORD, PINSTORE_REDIS_PREFIX,
+// PINSTORE_REDIS_DISABLED, PINSTORE_OBJECT_CACHE, PINSTORE_OBJECT_CACHE_PREFIX
+// and PINSTORE_OBJECT_CACHE_TTL.
 func storeConfig(getenv func(string) string) (store.Config, error) {
 	var cfg store.Config
 	shards, prefix := shardmap.DefaultShards, shardmap.DefaultDBPrefix
@@ -74,8 +75,24 @@ func storeConfig(getenv func(string) string) (store.Config, error) {
 	cfg.Redis.Password = getenv("PINSTORE_REDIS_PASSWORD")
 	cfg.Redis.Prefix = getenv("PINSTORE_REDIS_PREFIX")
 	cfg.Redis.Disabled = getenv("PINSTORE_REDIS_DISABLED") == "true"
+	switch v := getenv("PINSTORE_OBJECT_CACHE"); v {
+	case "", "on":
+	case "off":
+		cfg.ObjectCache.Disabled = true
+	default:
+		return cfg, fmt.Errorf("PINSTORE_OBJECT_CACHE: %q is not on or off", v)
+	}
+	cfg.ObjectCache.Prefix = getenv("PINSTORE_OBJECT_CACHE_PREFIX")
+	var err2 error
+	if cfg.ObjectCache.TTL, err2 = durationFromEnv(getenv, "PINSTORE_OBJECT_CACHE_TTL", defaultObjectCacheTTL, false); err2 != nil {
+		return cfg, err2
+	}
 	return cfg, nil
 }
+
+// defaultObjectCacheTTL is how long an object stays in the cache, unless
+// PINSTORE_OBJECT_CACHE_TTL says otherwise.
+const defaultObjectCacheTTL = 10 * time.Minute
 
 // mapPoll reads PINSTORE_MAP_POLL (a Go duration such as "2s"), defaulting
 // to topology.DefaultMapPoll. Servers (Watch) and move-shards (its default

@@ -113,15 +113,16 @@ func startServerEnv(t *testing.T, extra map[string]string) *server {
 	redisAddr := testenv.RedisAddr(t)
 	prefix := testenv.UniquePrefix(t, "e2e")
 	env := map[string]string{
-		"PINSTORE_MYSQL_DSN":     dsn,
-		"PINSTORE_REDIS_ADDRS":   redisAddr,
-		"PINSTORE_SHARDS":        fmt.Sprint(e2eShards),
-		"PINSTORE_DB_PREFIX":     prefix,
-		"PINSTORE_REDIS_PREFIX":  prefix + "o:",
-		"PINSTORE_CURSOR_SECRET": "e2e-cursor-secret",
-		"PINSTORE_LOG_LEVEL":     "info",
-		"PINSTORE_TOKENS_FILE":   e2eTokensFile(t),
-		"PINSTORE_TOKEN_SECRET":  e2eTokenSecret,
+		"PINSTORE_MYSQL_DSN":           dsn,
+		"PINSTORE_REDIS_ADDRS":         redisAddr,
+		"PINSTORE_SHARDS":              fmt.Sprint(e2eShards),
+		"PINSTORE_DB_PREFIX":           prefix,
+		"PINSTORE_REDIS_PREFIX":        prefix + "o:",
+		"PINSTORE_OBJECT_CACHE_PREFIX": prefix + "c:",
+		"PINSTORE_CURSOR_SECRET":       "e2e-cursor-secret",
+		"PINSTORE_LOG_LEVEL":           "info",
+		"PINSTORE_TOKENS_FILE":         e2eTokensFile(t),
+		"PINSTORE_TOKEN_SECRET":        e2eTokenSecret,
 	}
 	for k, v := range extra {
 		env[k] = v

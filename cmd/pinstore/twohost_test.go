@@ -60,7 +60,10 @@ func startTwoHosts(t *testing.T) *twoHosts {
 			}
 		})
 	}
-	th.env = map[string]string{"PINSTORE_SHARD_MAP": th.mapPath, "PINSTORE_MAP_POLL": "100ms"}
+	// Host failures as the shards see them: with the object cache on, the
+	// objects it holds are answered from Redis while their host is down
+	// (store's TestCachedObjectsOutliveTheirHost).
+	th.env = map[string]string{"PINSTORE_SHARD_MAP": th.mapPath, "PINSTORE_MAP_POLL": "100ms", "PINSTORE_OBJECT_CACHE": "off"}
 	th.server = startServerEnv(t, th.env)
 	th.env["PINSTORE_REDIS_DISABLED"] = "true"
 	return th

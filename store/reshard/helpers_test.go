@@ -86,7 +86,7 @@ func openFile(t *testing.T, f fileMap, qt time.Duration, migrate bool) *store.St
 		t.Fatal(err)
 	}
 	s, err := store.Open(ctx, store.Config{Map: m, MapFile: f.path, CursorSecret: []byte("test"), QueryTimeout: qt,
-		Redis: store.RedisConfig{Addrs: []string{testenv.RedisAddr(t)}, Prefix: f.prefix + ":o:"}})
+		Redis: store.RedisConfig{Addrs: []string{testenv.RedisAddr(t)}, Prefix: f.prefix + ":o:"}, ObjectCache: store.ObjectCacheConfig{Prefix: f.prefix + ":c:"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,7 @@ type FeedRow struct {
 // (follower, author) pair is still a follow, locking those follow rows in
 // share mode so an unfollow waits for this transaction and then removes
 // what it wrote. Rows already there are left alone.
-func InsertFeedRows(ctx context.Context, tx *sqlx.Tx, db DB, rows []FeedRow) error {
+func InsertFeedRows(ctx context.Context, tx sqlx.ExtContext, db DB, rows []FeedRow) error {
 	type pair struct{ follower, author uint64 }
 	byAuthor := map[uint64][]uint64{}
 	seen := map[pair]bool{}

@@ -23,6 +23,7 @@ func AddEdge(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mapping, 
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return false, err
 	}
+	touch(x, from)
 	_, err = x.ExecContext(ctx, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) VALUES (?, ?, 1) ON DUPLICATE KEY UPDATE n = n + 1", from, uint8(m))
 	return err == nil, err
 }
@@ -47,6 +48,7 @@ func AddEdges(ctx context.Context, x sqlx.ExecerContext, db DB, to uint64, seq i
 			return err
 		} else if n > 0 {
 			counts = append(counts, l.From, uint8(l.M))
+			touch(x, l.From)
 		}
 	}
 	if len(counts) == 0 {
@@ -67,6 +69,7 @@ func RemoveEdge(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mappin
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return false, err
 	}
+	touch(x, from)
 	_, err = x.ExecContext(ctx, "UPDATE "+db.table(countsTable)+" SET n = n - 1 WHERE from_id = ? AND mapping = ?", from, uint8(m))
 	return err == nil, err
 }

@@ -80,6 +80,24 @@ func DuePairs(ctx context.Context, q sqlx.QueryerContext, dbs []DB, cutoff time.
 	return out, rows.Err()
 }
 
+// unionPerDBTagged is unionPerDB for a query whose %d is the index of
+// the database in dbs (so a row says which shard it came from), before
+// its %s.
+func unionPerDBTagged(dbs []DB, query, table string, args ...any) (string, []any) {
+	var b strings.Builder
+	all := make([]any, 0, len(args)*len(dbs))
+	for i, db := range dbs {
+		if i > 0 {
+			b.WriteString(" UNION ALL ")
+		}
+		b.WriteByte('(')
+		b.WriteString(fmt.Sprintf(query, i, db.table(table)))
+		b.WriteByte(')')
+		all = append(all, args...)
+	}
+	return b.String(), all
+}
+
 // unionPerDB runs query (whose %s is the table) on each of dbs, joined by
 // UNION ALL, each with args: a sweep of many shards of one host in one
 // statement.

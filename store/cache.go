@@ -1,0 +1,251 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pinstore/pinstore/internal/metrics"
+	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/objcache"
+	"github.com/pinstore/pinstore/store/shardsql"
+	"github.com/pinstore/pinstore/store/topology"
+)
+
+// The object cache (package objcache) sits in front of the shards for
+// reads by id, multi-gets and the objects of list pages. A transaction
+// that changes an object (its row, or a count of one of its lists)
+// records it in its shard's cache_outbox before it commits (inTx), and
+// after the commit, before the write is acknowledged, the cache drops the
+// object's entry. When Redis does not take that:
+//
+//   - this process reads the object from MySQL until Redis does (pending),
+//     and retries every cacheRetry;
+//   - the cache_outbox row stays, so any server's sweep sends it if this
+//     process dies first (rows older than cacheGrace, every PairSweep).
+//
+// So a stale entry can be read only by a server that reaches Redis while
+// the writer cannot, and only until the writer's next retry after Redis
+// is back (cacheRetry), or, when the writer is gone, until a sweep
+// (PairSweep + cacheGrace); never after the entry's TTL.
+
+const (
+	cacheRetry = 100 * time.Millisecond // how often a process resends the invalidations Redis did not take
+	cacheGrace = time.Second            // how old a cache_outbox row is before another server's sweep sends it
+	cleanEvery = 50 * time.Millisecond  // how often taken invalidations' rows are deleted, in batches
+)
+
+// objectCache is the object cache as the store uses it; its methods do
+// nothing when the cache is off (cache nil).
+type objectCache struct {
+	cache *objcache.Cache
+	mu    sync.Mutex
+	// pending: invalidations Redis has not taken, with the shard and token
+	// of their cache_outbox rows; reads of these objects skip the cache.
+	pending map[uint64]pendingMark
+	// taken: invalidations Redis took, whose rows are still to delete.
+	taken map[shardsql.DB][]shardsql.CachedMark
+	gauge prometheus.GaugeFunc
+}
+
+type pendingMark struct {
+	db    shardsql.DB
+	token uint64
+}
+
+func newObjectCache(c *objcache.Cache, reg prometheus.Registerer) *objectCache {
+	oc := &objectCache{cache: c, pending: map[uint64]pendingMark{}, taken: map[shardsql.DB][]shardsql.CachedMark{}}
+	metrics.Register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "pinstore_object_cache_invalidations_pending",
+		Help: "Object cache invalidations Redis has not taken yet (retried; their objects are read from MySQL meanwhile).",
+	}, func() float64 { oc.mu.Lock(); defer oc.mu.Unlock(); return float64(len(oc.pending)) }))
+	return oc
+}
+
+func (oc *objectCache) on() bool { return oc != nil && oc.cache != nil }
+
+// newToken names one transaction's cache_outbox rows.
+func newToken() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.BigEndian.Uint64(b[:]) | 1
+}
+
+// invalidate drops the entries of ids, changed by a committed transaction
+// on db whose cache_outbox rows carry token.
+func (oc *objectCache) invalidate(ctx context.Context, db shardsql.DB, ids []uint64, token uint64) {
+	err := oc.cache.Invalidate(context.WithoutCancel(ctx), ids...)
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	for _, id := range ids {
+		if err != nil {
+			oc.pending[id] = pendingMark{db, token}
+			continue
+		}
+		oc.taken[db] = append(oc.taken[db], shardsql.CachedMark{ID: id, Token: token})
+		if old, ok := oc.pending[id]; ok { // an earlier write's invalidation is covered by this one
+			oc.taken[old.db] = append(oc.taken[old.db], shardsql.CachedMark{ID: id, Token: old.token})
+			delete(oc.pending, id)
+		}
+	}
+}
+
+// split returns the ids the cache may answer and those it must not
+// (pending invalidations).
+func (oc *objectCache) split(ids []uint64) (cached, direct []uint64) {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	if len(oc.pending) == 0 {
+		return ids, nil
+	}
+	for _, id := range ids {
+		if _, ok := oc.pending[id]; ok {
+			direct = append(direct, id)
+		} else {
+			cached = append(cached, id)
+		}
+	}
+	return cached, direct
+}
+
+// cacheLoop resends pending invalidations every cacheRetry and deletes the
+// cache_outbox rows of taken ones every cleanEvery, until ctx is done.
+func (s *Store) cacheLoop(ctx context.Context) {
+	retry := time.NewTicker(cacheRetry)
+	clean := time.NewTicker(cleanEvery)
+	defer retry.Stop()
+	defer clean.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			s.cleanTaken(context.Background()) // what was taken need not be sent again
+			return
+		case <-retry.C:
+			s.resendPending(ctx)
+		case <-clean.C:
+			s.cleanTaken(ctx)
+		}
+	}
+}
+
+// resendPending sends the invalidations Redis did not take.
+func (s *Store) resendPending(ctx context.Context) {
+	oc := s.objects
+	oc.mu.Lock()
+	if len(oc.pending) == 0 {
+		oc.mu.Unlock()
+		return
+	}
+	ids := make([]uint64, 0, len(oc.pending))
+	marks := make(map[uint64]pendingMark, len(oc.pending))
+	for id, m := range oc.pending {
+		ids = append(ids, id)
+		marks[id] = m
+	}
+	oc.mu.Unlock()
+	if err := oc.cache.Invalidate(ctx, ids...); err != nil {
+		return // still away: next tick
+	}
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	for _, id := range ids {
+		m := marks[id]
+		if oc.pending[id] == m { // a newer write's mark stays until its own resend
+			delete(oc.pending, id)
+		}
+		oc.taken[m.db] = append(oc.taken[m.db], shardsql.CachedMark{ID: id, Token: m.token})
+	}
+}
+
+// cleanTaken deletes the cache_outbox rows of invalidations Redis took,
+// one statement per shard. A failure leaves rows a sweep sends again,
+// which is harmless.
+func (s *Store) cleanTaken(ctx context.Context) {
+	oc := s.objects
+	oc.mu.Lock()
+	taken := oc.taken
+	oc.taken = map[shardsql.DB][]shardsql.CachedMark{}
+	oc.mu.Unlock()
+	t := s.router.Current()
+	for db, marks := range taken {
+		sh, err := t.Shard(db.N)
+		if err != nil || sh.ReadOnly {
+			continue
+		}
+		c, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
+		_ = shardsql.UnmarkCached(c, sh.Host.DB, db, marks)
+		cancel()
+	}
+}
+
+// sweepCached sends the invalidations recorded in the cache_outbox of some
+// of a host's shards more than cacheGrace ago (their writer died, or
+// Redis was away), and clears their rows once Redis takes them.
+func (s *Store) sweepCached(ctx context.Context, op string, h *topology.Host, dbs []shardsql.DB) (int, error) {
+	oc := s.objects
+	if !oc.on() {
+		return 0, nil
+	}
+	c, cancel := s.deadline(ctx)
+	due, err := shardsql.DueCached(c, h.DB, dbs, shardsql.Now().Add(-cacheGrace), sweepMarksPerShard)
+	cancel()
+	if err != nil {
+		return 0, shardsql.Classify(op, h.Name, err)
+	}
+	n := 0
+	for db, marks := range due {
+		ids := make([]uint64, len(marks))
+		for i, m := range marks {
+			ids[i] = m.ID
+		}
+		if err := oc.cache.Invalidate(ctx, ids...); err != nil {
+			return n, model.Wrap(op, model.EUnavailable, "redis did not take the invalidations", err)
+		}
+		oc.mu.Lock()
+		oc.taken[db] = append(oc.taken[db], marks...)
+		oc.mu.Unlock()
+		n += len(marks)
+	}
+	return n, nil
+}
+
+// cachedObjects returns the live objects among ids (all of one type) in no
+// particular order: from the cache where it has them, the rest from load
+// (MySQL), which it then caches where this caller holds the lease.
+func (s *Store) cachedObjects(ctx context.Context, ids []uint64, load func(ids []uint64) ([]model.Object, error)) ([]model.Object, error) {
+	oc := s.objects
+	if !oc.on() || len(ids) == 0 {
+		return load(ids)
+	}
+	cached, direct := oc.split(ids)
+	var out []model.Object
+	var leases map[uint64]objcache.Lease
+	if len(cached) > 0 {
+		hits, l, err := oc.cache.Get(ctx, cached)
+		if err == nil {
+			leases = l
+			for _, id := range cached {
+				if o, ok := hits[id]; ok {
+					out = append(out, o)
+				} else {
+					direct = append(direct, id)
+				}
+			}
+		} else {
+			direct = append(direct, cached...)
+		}
+	}
+	if len(direct) == 0 {
+		return out, nil
+	}
+	loaded, err := load(direct)
+	if err != nil {
+		return nil, err
+	}
+	oc.cache.Fill(ctx, loaded, leases)
+	return append(out, loaded...), nil
+}

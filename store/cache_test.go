@@ -1,0 +1,266 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/internal/testenv"
+	"github.com/pinstore/pinstore/model"
+)
+
+// rename edits a user's display name and returns the acknowledged version.
+func rename(t *testing.T, s *Store, user uint64, name string) int64 {
+	t.Helper()
+	o, err := s.Update(ctx, user, idcodec.TypeUser, 0, func(doc []byte) ([]byte, error) {
+		d, err := model.DecodeDoc(idcodec.TypeUser, doc)
+		if err != nil {
+			return nil, err
+		}
+		d.(*model.UserDoc).DisplayName = name
+		return marshal(d), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o.Version
+}
+
+func marshal(d model.Doc) []byte {
+	b, err := json.Marshal(d)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Concurrent writers and readers on a few hot objects, through two stores
+// (two servers) sharing the shards and Redis: every read returns a version
+// at least as new as the last write acknowledged before the read began,
+// and counts no smaller than the last acknowledged add.
+func TestCacheNeverServesAnOlderVersion(t *testing.T) {
+	a, m := openTest(t)
+	b, err := Open(ctx, Config{Map: m, CursorSecret: []byte("test"), Redis: a.cfg.Redis, ObjectCache: a.cfg.ObjectCache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	stores := []*Store{a, b}
+	var users, boards []uint64
+	for i := range 3 {
+		u := mustUser(t, a, fmt.Sprintf("hot%d", i))
+		users, boards = append(users, u), append(boards, mustBoard(t, a, u))
+	}
+	acked := make([]atomic.Int64, len(users))     // last acknowledged version of users[i]
+	pinsAdded := make([]atomic.Int64, len(users)) // acknowledged pins on boards[i]
+	for i := range acked {
+		acked[i].Store(1)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range users {
+		wg.Go(func() { // a writer per object, alternating servers
+			for n := 0; ; n++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				s := stores[n%2]
+				if n%3 == 0 {
+					if _, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(boards[i])}, 0); err != nil {
+						t.Error(err)
+						return
+					}
+					pinsAdded[i].Add(1)
+					continue
+				}
+				v := rename(t, s, users[i], fmt.Sprintf("v%d", n))
+				for { // versions are acknowledged in order per object (one writer each)
+					old := acked[i].Load()
+					if v <= old || acked[i].CompareAndSwap(old, v) {
+						break
+					}
+				}
+			}
+		})
+	}
+	var reads, violations atomic.Int64
+	for r := range 8 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(r), 1))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				i := rng.IntN(len(users))
+				s := stores[rng.IntN(2)]
+				wantV, wantPins := acked[i].Load(), pinsAdded[i].Load()
+				var u, bo model.Object
+				var err error
+				if rng.IntN(2) == 0 {
+					u, err = s.Get(ctx, users[i], idcodec.TypeUser)
+					if err == nil {
+						bo, err = s.Get(ctx, boards[i], idcodec.TypeBoard)
+					}
+				} else {
+					var got []model.Object
+					if got, err = s.GetMany(ctx, []uint64{users[i]}, idcodec.TypeUser); err == nil && len(got) == 1 {
+						u = got[0]
+						got, err = s.GetMany(ctx, []uint64{boards[i]}, idcodec.TypeBoard)
+						if err == nil && len(got) == 1 {
+							bo = got[0]
+						}
+					}
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				reads.Add(1)
+				if u.Version < wantV || bo.Counts == nil || bo.Counts[0] < wantPins {
+					violations.Add(1)
+					t.Errorf("read user v%d (acknowledged v%d before the read), board pins %v (acknowledged %d)", u.Version, wantV, bo.Counts, wantPins)
+				}
+			}
+		})
+	}
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+	hits := a.objects.cache.Stats().Hits.Load() + b.objects.cache.Stats().Hits.Load()
+	t.Logf("%d reads, %d cache hits, %d fills refused, %d violations", reads.Load(), hits,
+		a.objects.cache.Stats().Refused.Load()+b.objects.cache.Stats().Refused.Load(), violations.Load())
+	if hits == 0 {
+		t.Fatal("the cache answered no read: the test proves nothing")
+	}
+}
+
+// Redis unreachable for the writer but not for a reader (the window a
+// fault opens): the writer never reads its old copy, the reader may until
+// Redis takes the invalidation, which the writer resends every cacheRetry
+// once Redis is back.
+func TestCacheStaleWindowAcrossARedisFault(t *testing.T) {
+	b, m := openTest(t) // the reader, on Redis directly
+	proxy := startCutProxy(t, testenv.RedisAddr(t))
+	a, err := Open(ctx, Config{Map: m, CursorSecret: []byte("test"), Redis: RedisConfig{Addrs: []string{proxy.ln.Addr().String()}, Prefix: b.cfg.Redis.Prefix}, ObjectCache: b.cfg.ObjectCache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	u := mustUser(t, b, "faulty")
+	if o, err := b.Get(ctx, u, idcodec.TypeUser); err != nil || o.Version != 1 {
+		t.Fatal(err)
+	}
+	if o, _ := b.Get(ctx, u, idcodec.TypeUser); o.Version != 1 || b.objects.cache.Stats().Hits.Load() == 0 {
+		t.Fatal("setup: the user is not cached")
+	}
+	proxy.setCut(true)
+	v := rename(t, a, u, "during the fault")
+	if o, err := a.Get(ctx, u, idcodec.TypeUser); err != nil || o.Version != v {
+		t.Fatalf("the writer read v%d, its own write is v%d (%v)", o.Version, v, err)
+	}
+	if o, _ := b.Get(ctx, u, idcodec.TypeUser); o.Version != 1 {
+		t.Fatalf("setup: the reader was expected to see the entry Redis kept, v1; got v%d", o.Version)
+	}
+	proxy.setCut(false)
+	back := time.Now()
+	for {
+		o, err := b.Get(ctx, u, idcodec.TypeUser)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Version == v {
+			break
+		}
+		if time.Since(back) > time.Second {
+			t.Fatalf("the reader still reads v%d %v after Redis came back; the bound is cacheRetry (%v) plus a round trip", o.Version, time.Since(back), cacheRetry)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("stale window after Redis came back: %v", time.Since(back).Round(time.Millisecond))
+}
+
+// The writer dies while Redis is away: its invalidation is not lost, since
+// the cache_outbox row went in with the change; another server's sweep
+// sends it.
+func TestCacheInvalidationOutlivesItsWriter(t *testing.T) {
+	b0, m := openTest(t)
+	proxy := startCutProxy(t, testenv.RedisAddr(t))
+	a, err := Open(ctx, Config{Map: m, CursorSecret: []byte("test"), Redis: RedisConfig{Addrs: []string{proxy.ln.Addr().String()}, Prefix: b0.cfg.Redis.Prefix}, ObjectCache: b0.cfg.ObjectCache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := mustUser(t, b0, "orphan")
+	b0.Get(ctx, u, idcodec.TypeUser)
+	proxy.setCut(true)
+	v := rename(t, a, u, "written by a server that dies")
+	a.Close() // gone, with its pending invalidation
+	proxy.setCut(false)
+	if o, _ := b0.Get(ctx, u, idcodec.TypeUser); o.Version != 1 {
+		t.Fatalf("setup: expected the stale entry, got v%d", o.Version)
+	}
+	b, err := Open(ctx, Config{Map: m, CursorSecret: []byte("test"), PairSweep: 100 * time.Millisecond, Redis: b0.cfg.Redis, ObjectCache: b0.cfg.ObjectCache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	start := time.Now()
+	for {
+		if o, _ := b.Get(ctx, u, idcodec.TypeUser); o.Version == v {
+			break
+		}
+		if time.Since(start) > cacheGrace+2*time.Second {
+			t.Fatalf("the dead writer's invalidation was not swept within %v", time.Since(start))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("swept %v after the writer died", time.Since(start).Round(time.Millisecond))
+	if n := rowsOf(t, b, "cache_outbox"); n != 0 {
+		time.Sleep(200 * time.Millisecond) // rows are deleted in batches
+		if n = rowsOf(t, b, "cache_outbox"); n != 0 {
+			t.Fatalf("%d cache_outbox rows left", n)
+		}
+	}
+}
+
+// A host that is down fails only what depends on it: objects the cache
+// holds are still answered (no write can have changed them: their host
+// takes none), the others are 503.
+func TestCachedObjectsOutliveTheirHost(t *testing.T) {
+	second := testenv.StartHost(t, "cache-down")
+	s, _ := openTest(t, testenv.MySQLDSN(t), second.DSN())
+	var read, unread uint64
+	for i := 0; (read == 0 || unread == 0) && i < 200; i++ {
+		u := mustUser(t, s, "x")
+		if idcodec.ShardOf(u) < testShards/2 {
+			continue
+		}
+		if read == 0 {
+			read = u
+		} else {
+			unread = u
+		}
+	}
+	if _, err := s.Get(ctx, read, idcodec.TypeUser); err != nil {
+		t.Fatal(err)
+	}
+	second.Stop(t)
+	if o, err := s.Get(ctx, read, idcodec.TypeUser); err != nil || o.ID != read {
+		t.Fatalf("a cached object on a stopped host: %v", err)
+	}
+	if _, err := s.Get(ctx, unread, idcodec.TypeUser); !model.IsCode(err, model.EUnavailable) {
+		t.Fatalf("an object the cache lacks, on a stopped host: %v", err)
+	}
+	if _, err := s.Update(ctx, read, idcodec.TypeUser, 0, func(d []byte) ([]byte, error) { return d, nil }); !model.IsCode(err, model.EUnavailable) {
+		t.Fatalf("a write on a stopped host: %v", err)
+	}
+	second.Start(t)
+}

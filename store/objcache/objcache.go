@@ -1,0 +1,298 @@
+// Package objcache caches objects (a user, board, pin or comment: its
+// document, version, timestamps and counts) in Redis in front of the
+// shards, so that a read by id costs a Redis round trip instead of a
+// MySQL statement, and never serves a version older than one a write has
+// acknowledged.
+//
+// # Protocol: leases
+//
+// An entry is either an object (written only by Fill) or a lease: a
+// marker a reader that missed sets before it reads MySQL, as in Facebook's
+// memcache (Nishtala et al., NSDI 2013):
+//
+//   - Get reads the entries (one pipeline per Redis node). A miss takes a
+//     lease on the key (SET NX with a short expiry) and reads it back: the
+//     caller holds the lease when the marker it reads is its own.
+//   - The caller reads the object from MySQL, then Fill writes it only if
+//     its lease is still there (a Lua compare-and-set); otherwise the fill
+//     is refused and counted.
+//   - A write invalidates after its transaction commits and before it is
+//     acknowledged: Invalidate deletes the entry, and with it any lease.
+//
+// So a reader that read MySQL before a write committed cannot fill: its
+// lease went with the write's invalidation. A reader whose lease was taken
+// after the invalidation read MySQL after the commit. Hence no reader gets
+// an older version than the last acknowledged write while Redis takes
+// every invalidation. When it does not (down, paused, timed out), the
+// caller keeps the invalidation durable and retries it (package store);
+// Guard keeps this process's reads of such objects off the cache
+// meanwhile. Entries expire after Options.TTL, which bounds memory along
+// with Redis's maxmemory and LRU policy.
+package objcache
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/internal/metrics"
+	"github.com/pinstore/pinstore/model"
+)
+
+// Defaults for Options.
+const (
+	DefaultPrefix   = "pinstore:c:"
+	DefaultTTL      = 10 * time.Minute
+	DefaultLeaseTTL = 2 * time.Second
+	DefaultTimeout  = 200 * time.Millisecond
+)
+
+// Options configure a Cache. The zero value is usable.
+type Options struct {
+	Prefix     string        // starts every key; default DefaultPrefix
+	TTL        time.Duration // how long an entry lives; default DefaultTTL
+	LeaseTTL   time.Duration // how long a reader's lease lives; default DefaultLeaseTTL
+	Timeout    time.Duration // bounds each round trip; default DefaultTimeout
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+// Cache is the object cache. It is safe for concurrent use.
+type Cache struct {
+	client              redis.UniversalClient
+	prefix              string
+	ttl, leaseTTL, wait time.Duration
+	log                 *slog.Logger
+
+	hits, misses, refused, errs prometheus.Counter
+	stats                       Stats
+}
+
+// Stats are a Cache's counters, for tests and reports (the same figures
+// go to Prometheus).
+type Stats struct {
+	Hits, Misses, Refused atomic.Int64
+}
+
+// Stats returns the cache's counters.
+func (c *Cache) Stats() *Stats { return &c.stats }
+
+// New returns a Cache on client. It does not contact Redis.
+func New(client redis.UniversalClient, opts Options) *Cache {
+	c := &Cache{client: client, prefix: opts.Prefix, ttl: opts.TTL, leaseTTL: opts.LeaseTTL, wait: opts.Timeout, log: opts.Logger}
+	if c.prefix == "" {
+		c.prefix = DefaultPrefix
+	}
+	if c.ttl <= 0 {
+		c.ttl = DefaultTTL
+	}
+	if c.leaseTTL <= 0 {
+		c.leaseTTL = DefaultLeaseTTL
+	}
+	if c.wait <= 0 {
+		c.wait = DefaultTimeout
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	counter := func(name, help string) prometheus.Counter {
+		return metrics.Register(opts.Registerer, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
+	}
+	c.hits = counter("pinstore_object_cache_hits_total", "Objects read from the Redis object cache.")
+	c.misses = counter("pinstore_object_cache_misses_total", "Objects not in the object cache (read from MySQL).")
+	c.refused = counter("pinstore_object_cache_fills_refused_total", "Fills refused because a write invalidated the entry after the reader missed: the reader's copy may have been stale.")
+	c.errs = counter("pinstore_object_cache_errors_total", "Object cache round trips that failed or timed out.")
+	return c
+}
+
+// key is the Redis key of an object.
+func (c *Cache) key(id uint64) string { return c.prefix + strconv.FormatUint(id, 10) }
+
+// Lease is a reader's right to fill one missed entry.
+type Lease string
+
+// Get returns the cached objects among ids (hits) and, for each miss this
+// caller may fill, its lease; a miss another reader holds the lease for is
+// in neither. It makes one round trip per Redis node, and a second for the
+// leases when anything missed. On a Redis failure it returns the error
+// (counted) and no hits: the caller reads MySQL and does not fill.
+func (c *Cache) Get(ctx context.Context, ids []uint64) (map[uint64]model.Object, map[uint64]Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.wait)
+	defer cancel()
+	pipe := c.client.Pipeline()
+	gets := make([]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		gets[i] = pipe.Get(ctx, c.key(id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		c.errs.Inc()
+		return nil, nil, err
+	}
+	hits := make(map[uint64]model.Object, len(ids))
+	var missed []uint64
+	for i, g := range gets {
+		v, err := g.Bytes()
+		if err == nil {
+			if o, ok := decode(ids[i], v); ok {
+				hits[ids[i]] = o
+				continue
+			}
+		}
+		missed = append(missed, ids[i])
+	}
+	c.hits.Add(float64(len(hits)))
+	c.misses.Add(float64(len(missed)))
+	c.stats.Hits.Add(int64(len(hits)))
+	c.stats.Misses.Add(int64(len(missed)))
+	if len(missed) == 0 {
+		return hits, nil, nil
+	}
+	leases, err := c.lease(ctx, missed)
+	if err != nil {
+		c.errs.Inc()
+		return hits, nil, nil // the hits stand; the misses are read without a fill
+	}
+	return hits, leases, nil
+}
+
+// lease takes a lease on each missed key that holds none (SET NX, then GET
+// in the same pipeline) and returns those this caller got.
+func (c *Cache) lease(ctx context.Context, ids []uint64) (map[uint64]Lease, error) {
+	var raw [8]byte
+	_, _ = rand.Read(raw[:])
+	token := "L" + hex.EncodeToString(raw[:])
+	pipe := c.client.Pipeline()
+	gets := make([]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		k := c.key(id)
+		pipe.SetNX(ctx, k, token, c.leaseTTL)
+		gets[i] = pipe.Get(ctx, k)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	leases := make(map[uint64]Lease, len(ids))
+	for i, g := range gets {
+		if v, err := g.Result(); err == nil && v == token {
+			leases[ids[i]] = Lease(token)
+		}
+	}
+	return leases, nil
+}
+
+// fill writes ARGV[2] with expiry ARGV[3] ms if the key still holds the
+// lease ARGV[1].
+var fill = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0`)
+
+// Fill caches the objects read from MySQL for which leases holds the
+// caller's lease, one round trip per Redis node. A lease a write took away
+// (or that expired) refuses its fill, which is counted. Failures only cost
+// later misses.
+func (c *Cache) Fill(ctx context.Context, objs []model.Object, leases map[uint64]Lease) {
+	if len(leases) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.wait)
+	defer cancel()
+	pipe := c.client.Pipeline()
+	var cmds []*redis.Cmd
+	ttl := strconv.FormatInt(c.ttl.Milliseconds(), 10)
+	for _, o := range objs {
+		l, ok := leases[o.ID]
+		if !ok {
+			continue
+		}
+		cmds = append(cmds, fill.Eval(ctx, pipe, []string{c.key(o.ID)}, string(l), encode(o), ttl))
+	}
+	if len(cmds) == 0 {
+		return
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		c.errs.Inc()
+		return
+	}
+	for _, cmd := range cmds {
+		if n, err := cmd.Int(); err == nil && n == 0 {
+			c.refused.Inc()
+			c.stats.Refused.Add(1)
+		}
+	}
+}
+
+// Invalidate deletes the entries of ids, and any lease on them, in one
+// round trip per Redis node. It returns the error when Redis did not take
+// every delete.
+func (c *Cache) Invalidate(ctx context.Context, ids ...uint64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.wait)
+	defer cancel()
+	pipe := c.client.Pipeline()
+	for _, id := range ids {
+		pipe.Del(ctx, c.key(id))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		c.errs.Inc()
+		return err
+	}
+	return nil
+}
+
+// An entry: 'V', version, created and updated (Unix microseconds), the
+// counts (a byte saying how many, 8 bytes each), then the document.
+const entryHead = 1 + 8 + 8 + 8 + 1
+
+func encode(o model.Object) []byte {
+	b := make([]byte, entryHead, entryHead+8*len(o.Counts)+len(o.Doc))
+	b[0] = 'V'
+	binary.BigEndian.PutUint64(b[1:], uint64(o.Version))
+	binary.BigEndian.PutUint64(b[9:], uint64(o.CreatedAt.UnixMicro()))
+	binary.BigEndian.PutUint64(b[17:], uint64(o.UpdatedAt.UnixMicro()))
+	b[25] = byte(len(o.Counts))
+	for _, n := range o.Counts {
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+	}
+	return append(b, o.Doc...)
+}
+
+// decode reads an entry of object id; ok is false for a lease or anything
+// malformed (a miss).
+func decode(id uint64, b []byte) (model.Object, bool) {
+	if len(b) < entryHead || b[0] != 'V' {
+		return model.Object{}, false
+	}
+	n := int(b[25])
+	if len(b) < entryHead+8*n {
+		return model.Object{}, false
+	}
+	o := model.Object{
+		ID:        id,
+		Type:      idcodec.TypeOf(id),
+		Version:   int64(binary.BigEndian.Uint64(b[1:])),
+		CreatedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(b[9:]))).UTC(),
+		UpdatedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(b[17:]))).UTC(),
+	}
+	if n > 0 {
+		o.Counts = make([]int64, n)
+		for i := range o.Counts {
+			o.Counts[i] = int64(binary.BigEndian.Uint64(b[entryHead+8*i:]))
+		}
+	}
+	o.Doc = b[entryHead+8*n:]
+	return o, true
+}

@@ -1,0 +1,158 @@
+package objcache
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/internal/testenv"
+	"github.com/pinstore/pinstore/model"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.Cleanup()
+	os.Exit(code)
+}
+
+var ctx = context.Background()
+
+func newCache(t *testing.T, opts Options) (*Cache, redis.UniversalClient) {
+	t.Helper()
+	addr := testenv.RedisAddr(t)
+	prefix := testenv.UniquePrefix(t, "oc")
+	t.Cleanup(func() { testenv.DropKeys(t, addr, prefix) })
+	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { client.Close() })
+	opts.Prefix = prefix + ":c:"
+	if opts.Registerer == nil {
+		opts.Registerer = prometheus.NewRegistry()
+	}
+	return New(client, opts), client
+}
+
+func pin(local uint64, version int64, likes int64) model.Object {
+	at := time.Date(2026, 11, 23, 8, 0, 0, 123456000, time.UTC)
+	return model.Object{ID: idcodec.MustEncode(7, idcodec.TypePin, local), Type: idcodec.TypePin, Version: version,
+		CreatedAt: at, UpdatedAt: at.Add(time.Duration(version) * time.Second), Doc: []byte(`{"board_id":"1","owner_id":"2","active":true}`), Counts: []int64{likes, 1}}
+}
+
+func TestEncodeRoundTrip(t *testing.T) {
+	for _, o := range []model.Object{pin(1, 3, 9), {ID: idcodec.MustEncode(1, idcodec.TypeComment, 5), Type: idcodec.TypeComment, Version: 1, Doc: []byte(`{}`)}} {
+		got, ok := decode(o.ID, encode(o))
+		if !ok || got.Version != o.Version || !got.CreatedAt.Equal(o.CreatedAt) || !got.UpdatedAt.Equal(o.UpdatedAt) ||
+			string(got.Doc) != string(o.Doc) || !slices.Equal(got.Counts, o.Counts) || got.Type != o.Type {
+			t.Fatalf("round trip of %+v: %+v, %v", o, got, ok)
+		}
+	}
+	for _, bad := range [][]byte{nil, []byte("Labc"), []byte("V12")} {
+		if _, ok := decode(1, bad); ok {
+			t.Fatalf("%q decoded", bad)
+		}
+	}
+}
+
+// A miss takes a lease; the filler's copy becomes a hit; a second reader
+// meanwhile gets neither a hit nor a lease.
+func TestLeaseAndFill(t *testing.T) {
+	c, _ := newCache(t, Options{})
+	o := pin(1, 1, 0)
+	hits, leases, err := c.Get(ctx, []uint64{o.ID})
+	if err != nil || len(hits) != 0 || leases[o.ID] == "" {
+		t.Fatalf("first miss: %v %v %v", hits, leases, err)
+	}
+	_, other, _ := c.Get(ctx, []uint64{o.ID})
+	if len(other) != 0 {
+		t.Fatalf("a second reader got a lease too: %v", other)
+	}
+	c.Fill(ctx, []model.Object{o}, leases)
+	hits, _, err = c.Get(ctx, []uint64{o.ID})
+	if err != nil || hits[o.ID].Version != 1 {
+		t.Fatalf("after the fill: %v %v", hits, err)
+	}
+}
+
+// The heart of it: a reader that missed, then read an old copy, cannot
+// fill once a write has invalidated the entry, so no reader after the
+// write sees the old copy.
+func TestInvalidationRefusesAStaleFill(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	c, _ := newCache(t, Options{Registerer: reg})
+	old := pin(2, 1, 0)
+	_, leases, err := c.Get(ctx, []uint64{old.ID})
+	if err != nil || leases[old.ID] == "" {
+		t.Fatalf("miss: %v %v", leases, err)
+	}
+	// A write commits version 2 and invalidates; then the slow reader fills
+	// the version 1 it read before.
+	if err := c.Invalidate(ctx, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	c.Fill(ctx, []model.Object{old}, leases)
+	if n := testutil.ToFloat64(c.refused); n != 1 {
+		t.Fatalf("%v fills refused, want 1", n)
+	}
+	hits, leases2, _ := c.Get(ctx, []uint64{old.ID})
+	if len(hits) != 0 || leases2[old.ID] == "" {
+		t.Fatalf("after a refused fill the entry must be a miss with a new lease: %v %v", hits, leases2)
+	}
+	c.Fill(ctx, []model.Object{pin(2, 2, 0)}, leases2)
+	if hits, _, _ := c.Get(ctx, []uint64{old.ID}); hits[old.ID].Version != 2 {
+		t.Fatalf("the new reader's fill: %v", hits)
+	}
+	// Invalidating an entry drops it.
+	if err := c.Invalidate(ctx, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	if hits, _, _ := c.Get(ctx, []uint64{old.ID}); len(hits) != 0 {
+		t.Fatalf("invalidated entry still read: %v", hits)
+	}
+}
+
+// Entries live TTL; many keys go in one round trip per call.
+func TestTTLAndMany(t *testing.T) {
+	c, client := newCache(t, Options{TTL: 300 * time.Millisecond})
+	var objs []model.Object
+	var ids []uint64
+	for i := range 50 {
+		o := pin(uint64(100+i), 1, int64(i))
+		objs, ids = append(objs, o), append(ids, o.ID)
+	}
+	_, leases, err := c.Get(ctx, ids)
+	if err != nil || len(leases) != 50 {
+		t.Fatalf("leases %d %v", len(leases), err)
+	}
+	c.Fill(ctx, objs, leases)
+	hits, _, _ := c.Get(ctx, ids)
+	if len(hits) != 50 || hits[ids[7]].Counts[0] != 7 {
+		t.Fatalf("%d hits", len(hits))
+	}
+	if ttl := client.PTTL(ctx, c.key(ids[0])).Val(); ttl <= 0 || ttl > 300*time.Millisecond {
+		t.Fatalf("entry TTL %v", ttl)
+	}
+	time.Sleep(400 * time.Millisecond)
+	if hits, _, _ := c.Get(ctx, ids); len(hits) != 0 {
+		t.Fatalf("%d entries outlived their TTL", len(hits))
+	}
+}
+
+// Redis away: Get fails (the caller reads MySQL), Invalidate reports it.
+func TestRedisAway(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
+	defer client.Close()
+	c := New(client, Options{Registerer: prometheus.NewRegistry()})
+	if _, _, err := c.Get(ctx, []uint64{1}); err == nil {
+		t.Fatal("Get with Redis away: no error")
+	}
+	if err := c.Invalidate(ctx, 1); err == nil {
+		t.Fatal("Invalidate with Redis away: no error")
+	}
+}

@@ -1,0 +1,120 @@
+package shardsql
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Tx is a transaction on one shard database that remembers the objects
+// its statements changed (an object's row, or the count of one of its
+// lists; both live on the object's shard), so that cached copies of them
+// can be dropped once it commits. The helpers of this package that change
+// an object or a count report it when they run on a *Tx.
+type Tx struct {
+	*sqlx.Tx
+	touched []uint64
+}
+
+// NewTx wraps tx.
+func NewTx(tx *sqlx.Tx) *Tx { return &Tx{Tx: tx} }
+
+// Touch records that the objects ids changed.
+func (t *Tx) Touch(ids ...uint64) {
+	for _, id := range ids {
+		if !containsID(t.touched, id) {
+			t.touched = append(t.touched, id)
+		}
+	}
+}
+
+// Touched lists the objects the transaction changed, in first-change order.
+func (t *Tx) Touched() []uint64 { return t.touched }
+
+func containsID(ids []uint64, id uint64) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// touch reports ids as changed when x is a *Tx.
+func touch(x any, ids ...uint64) {
+	if t, ok := x.(*Tx); ok {
+		t.Touch(ids...)
+	}
+}
+
+const cacheOutboxTable = "cache_outbox"
+
+// MarkCached records in the shard's cache_outbox, in the transaction that
+// changed them, that the cached copies of ids must go; token names this
+// transaction's rows, so that only its own invalidation clears them (a
+// later transaction's rows replace them).
+func MarkCached(ctx context.Context, x sqlx.ExecerContext, db DB, ids []uint64, token uint64, at time.Time) error {
+	var b strings.Builder
+	b.WriteString("INSERT INTO " + db.table(cacheOutboxTable) + " (object_id, token, created_at) VALUES ")
+	args := make([]any, 0, 3*len(ids))
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("(?, ?, ?)")
+		args = append(args, id, token, at)
+	}
+	b.WriteString(" ON DUPLICATE KEY UPDATE token = VALUES(token), created_at = VALUES(created_at)")
+	_, err := x.ExecContext(ctx, b.String(), args...)
+	return err
+}
+
+// CachedMark is a cache_outbox row: an object whose cached copy must go,
+// and the token of the transaction that recorded it.
+type CachedMark struct {
+	ID    uint64
+	Token uint64
+}
+
+// UnmarkCached deletes the cache_outbox rows of marks that still hold the
+// token given (their invalidation reached the cache).
+func UnmarkCached(ctx context.Context, x sqlx.ExecerContext, db DB, marks []CachedMark) error {
+	var b strings.Builder
+	b.WriteString("DELETE FROM " + db.table(cacheOutboxTable) + " WHERE (object_id, token) IN (")
+	args := make([]any, 0, 2*len(marks))
+	for i, m := range marks {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?)")
+		args = append(args, m.ID, m.Token)
+	}
+	b.WriteByte(')')
+	_, err := x.ExecContext(ctx, b.String(), args...)
+	return err
+}
+
+// DueCached reads, with one statement, up to n cache_outbox rows per
+// database of dbs (all on one host) recorded at or before cutoff.
+func DueCached(ctx context.Context, q sqlx.QueryerContext, dbs []DB, cutoff time.Time, n int) (map[DB][]CachedMark, error) {
+	query, args := unionPerDBTagged(dbs, "SELECT %d, object_id, token FROM %s WHERE created_at <= ? LIMIT ?", cacheOutboxTable, cutoff, n)
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[DB][]CachedMark{}
+	for rows.Next() {
+		var i int
+		var m CachedMark
+		if err := rows.Scan(&i, &m.ID, &m.Token); err != nil {
+			return nil, err
+		}
+		if i >= 0 && i < len(dbs) {
+			out[dbs[i]] = append(out[dbs[i]], m)
+		}
+	}
+	return out, rows.Err()
+}
