@@ -6,7 +6,10 @@
 -- this row's lock. Every writer of a forward row takes this lock first, so
 -- a settle sees a forward row no one can change under it. A server that
 -- dies between the two sides leaves the row here, and any server's sweep
--- settles it within seconds.
+-- settles it within seconds. A row with to_id 0 (no pair has it) marks a
+-- list of a deleted object that is still to be emptied (a pin's likers, a
+-- user's follows, likes and boards): written by the delete's transaction,
+-- deleted once the list is empty.
 CREATE TABLE IF NOT EXISTS pair_outbox (
   mapping    TINYINT UNSIGNED NOT NULL,
   from_id    BIGINT UNSIGNED NOT NULL,

@@ -22,8 +22,11 @@ import (
 //
 // Cross-shard removals run after the object's own transaction has
 // committed; lists also skip objects that are no longer live, so a crash
-// between the two never shows a deleted object. ENotFound when the object
-// is not live; EVersion when ifVersion (not 0) is not its version.
+// between the two never shows a deleted object. Each list to empty is
+// marked in pair_outbox by the delete's own transaction (a drain mark:
+// the list's mapping, the object, and to_id 0), so what a dead server left
+// undone is finished by any server's sweep (heal.go). ENotFound when the
+// object is not live; EVersion when ifVersion (not 0) is not its version.
 func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64) error {
 	const op = "store.Delete"
 	sh, local, err := s.route(op, id, typ)
@@ -33,7 +36,9 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 	var pins []uint64 // pins deleted whose likes must go
 	var owner uint64  // their owner, whose followers' feeds hold them
 	var username string
+	var drains []shardsql.Pair
 	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+		pins, drains = nil, nil
 		d, err := markDeleted(ctx, tx, op, sh, typ, local, ifVersion)
 		if err != nil {
 			return err
@@ -41,19 +46,32 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		switch d := d.(type) {
 		case *model.PinDoc:
 			pins, owner = append(pins, id), uint64(d.OwnerID)
-			return unlistPin(ctx, tx, sh, uint64(d.BoardID), owner, id)
+			err = unlistPin(ctx, tx, sh, uint64(d.BoardID), owner, id)
 		case *model.BoardDoc:
 			if _, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserBoards, uint64(d.OwnerID), id); err != nil {
 				return err
 			}
 			owner = uint64(d.OwnerID)
 			pins, err = deleteBoardPins(ctx, tx, op, sh, id, owner)
-			return err
 		case *model.CommentDoc:
-			_, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.PinComments, uint64(d.PinID), id)
-			return err
+			_, err = shardsql.RemoveEdge(ctx, tx, sh.DB, model.PinComments, uint64(d.PinID), id)
 		case *model.UserDoc:
 			username = d.Username
+			for _, m := range []model.Mapping{model.UserFollowing, model.UserFollowers, model.UserLikes, model.UserBoards} {
+				drains = append(drains, drainMark(m, id))
+			}
+		}
+		if err != nil {
+			return err
+		}
+		for _, pin := range pins {
+			drains = append(drains, drainMark(model.PinLikers, pin))
+		}
+		at := shardsql.Now()
+		for _, p := range drains {
+			if err := shardsql.MarkPair(ctx, tx, sh.DB, p, at); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -66,16 +84,51 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 	for _, pin := range pins {
 		s.feed.Enqueue(fanout.Job{Pin: pin, Author: owner, Remove: true, Outbox: true})
 	}
-	for _, pin := range pins {
-		if err := s.drain(ctx, op, model.PinLikers, pin, model.UserLikes, true); err != nil {
+	if typ == idcodec.TypeUser {
+		s.releaseUsername(ctx, op, usernameKey(username), id)
+	}
+	for _, p := range drains {
+		if err := s.drainList(ctx, op, p); err != nil {
 			return err
 		}
 	}
-	if typ == idcodec.TypeUser {
-		s.releaseUsername(ctx, op, usernameKey(username), id)
-		return s.deleteUserLinks(ctx, op, id)
-	}
 	return nil
+}
+
+// drainMark is the pair_outbox mark of "empty the list m of obj": to_id 0,
+// which no pair has.
+func drainMark(m model.Mapping, obj uint64) shardsql.Pair {
+	return shardsql.Pair{M: m, From: obj}
+}
+
+// drainList empties the list a drain mark names, then deletes the mark:
+// every pair of it is removed with its other side (a pin's likers, a
+// user's follows both ways and likes), or, for a user's boards, every
+// board is deleted. Running it again is harmless.
+func (s *Store) drainList(ctx context.Context, op string, p shardsql.Pair) error {
+	var err error
+	switch p.M {
+	case model.PinLikers:
+		err = s.drain(ctx, op, model.PinLikers, p.From, model.UserLikes, true)
+	case model.UserFollowing:
+		err = s.drain(ctx, op, model.UserFollowing, p.From, model.UserFollowing, false)
+	case model.UserFollowers:
+		err = s.drain(ctx, op, model.UserFollowers, p.From, model.UserFollowing, true)
+	case model.UserLikes:
+		err = s.drain(ctx, op, model.UserLikes, p.From, model.UserLikes, false)
+	case model.UserBoards:
+		err = s.deleteBoardsOf(ctx, op, p.From)
+	}
+	if err != nil {
+		return err
+	}
+	sh, _, err := s.route(op, p.From, p.M.From())
+	if err != nil {
+		return err
+	}
+	return s.inRetryTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+		return shardsql.UnmarkPair(ctx, tx, sh.DB, p)
+	})
 }
 
 // unlistPin takes a deleted pin off its board's and owner's lists and
@@ -145,21 +198,8 @@ func (s *Store) listRaw(ctx context.Context, op string, m model.Mapping, from ui
 	return e, classify(op, sh, err)
 }
 
-func (s *Store) deleteUserLinks(ctx context.Context, op string, user uint64) error {
-	steps := []struct {
-		m       model.Mapping
-		fwd     model.Mapping
-		reverse bool
-	}{
-		{model.UserFollowing, model.UserFollowing, false},
-		{model.UserFollowers, model.UserFollowing, true},
-		{model.UserLikes, model.UserLikes, false},
-	}
-	for _, st := range steps {
-		if err := s.drain(ctx, op, st.m, user, st.fwd, st.reverse); err != nil {
-			return err
-		}
-	}
+// deleteBoardsOf deletes every board of a deleted user (and so their pins).
+func (s *Store) deleteBoardsOf(ctx context.Context, op string, user uint64) error {
 	for {
 		boards, err := s.listRaw(ctx, op, model.UserBoards, user, 100)
 		if err != nil || len(boards) == 0 {

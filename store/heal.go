@@ -95,7 +95,12 @@ func (s *Store) healHost(ctx context.Context, op string, h *topology.Host, dbs [
 	}
 	settled := 0
 	for _, p := range due {
-		err := s.settle(ctx, op, p)
+		var err error
+		if p.To == 0 {
+			err = s.drainList(ctx, op, p) // a delete's list, left half-emptied
+		} else {
+			err = s.settle(ctx, op, p)
+		}
 		if err != nil && !model.IsCode(err, model.ENotFound) {
 			return settled, err
 		}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardsql"
 )
@@ -187,5 +188,47 @@ func TestRacingFollowsStayPaired(t *testing.T) {
 	}
 	if n := brokenPairs(t, s); n != 0 {
 		t.Fatalf("repair would fix %d", n)
+	}
+}
+
+// A delete whose server died after its own transaction, before emptying
+// the deleted pin's likers: the drain mark its transaction left lets the
+// sweep finish, so no like points at the deleted pin.
+func TestInterruptedDeleteIsDrainedBySweep(t *testing.T) {
+	s, _ := openTest(t)
+	owner, fan := mustUser(t, s, "owner"), mustUser(t, s, "fan")
+	board := mustBoard(t, s, owner)
+	pin, keep := mustPin(t, s, board), mustPin(t, s, board)
+	for _, p := range []uint64{pin, keep} {
+		if err := s.AddMapping(ctx, model.UserLikes, fan, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sh, local, _ := s.route("test", pin, idcodec.TypePin)
+	if err := s.inTx(ctx, "test", sh, func(tx *shardsql.Tx) error { // Delete's own transaction, and no more
+		if _, err := markDeleted(ctx, tx, "test", sh, idcodec.TypePin, local, 0); err != nil {
+			return err
+		}
+		if err := unlistPin(ctx, tx, sh, board, owner, pin); err != nil {
+			return err
+		}
+		return shardsql.MarkPair(ctx, tx, sh.DB, drainMark(model.PinLikers, pin), shardsql.Now())
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n := brokenPairs(t, s); n != 1 {
+		t.Fatalf("setup: repair would fix %d pairs, want the 1 like of the deleted pin", n)
+	}
+	if _, err := s.HealPairs(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := all(t, s, model.UserLikes, fan, 10, true); !slices.Equal(got, []uint64{keep}) || count(t, s, model.UserLikes, fan) != 1 {
+		t.Fatalf("fan's likes after the sweep %v (count %d), want [%d]", got, count(t, s, model.UserLikes, fan), keep)
+	}
+	if m := marks(t, s); m != 0 {
+		t.Fatalf("%d marks left", m)
+	}
+	if n := brokenPairs(t, s); n != 0 {
+		t.Fatalf("repair still finds %d", n)
 	}
 }

@@ -17,6 +17,9 @@ type global struct {
 	mu    sync.RWMutex
 	users []*object
 	pins  []*object
+	// reads checked for freshness, and the faults they are measured against (fresh.go)
+	stale  staleness
+	faults faults
 }
 
 func (g *global) addUser(o *object) { g.mu.Lock(); g.users = append(g.users, o); g.mu.Unlock() }
@@ -370,6 +373,7 @@ func (w *worker) patch(ctx context.Context, op, coll string, o *object, field st
 		if err := json.Unmarshal(a.body, &wo); err != nil || wo.field(field) != v {
 			w.anomaly("%s %d: 2xx answer has %s %q, want %q", op, o.id, field, wo.field(field), v)
 		}
+		o.fresh.ack(a.body)
 	case rejected:
 		w.anomaly("%s of live %s %d: %s %s", op, o.typ, o.id, a.kind, a.body)
 	}
@@ -399,6 +403,9 @@ func (w *worker) deletePin(ctx context.Context) answer {
 	a := w.c.do(ctx, http.MethodDelete, "/v1/pins/"+p.ids(), nil, "")
 	w.st.record("delete_pin", a, true)
 	p.live.apply(dead, a.outcome)
+	if a.outcome == acked {
+		p.fresh.deletedAt.Store(a.end.UnixNano())
+	}
 	switch a.outcome {
 	case acked, unknownSettled, unknownPending:
 		p.deleteTried, p.delStart, p.delEnd, p.delOutcome = true, a.start, a.end, a.outcome
@@ -424,10 +431,20 @@ func (w *worker) read(ctx context.Context) answer {
 			return a
 		}
 		op = "read_pin"
+		version, deleted := p.fresh.version.Load(), p.fresh.deletedAt.Load()
 		a = w.c.do(ctx, http.MethodGet, "/v1/pins/"+p.ids(), nil, "")
+		w.g.stale.check(&w.g.faults, "pin", p.id, version, deleted, a)
 	case 1:
+		b := w.boards[w.rng.IntN(len(w.boards))]
+		if w.rng.IntN(2) == 0 {
+			op = "read_board"
+			version := b.fresh.version.Load()
+			a = w.c.do(ctx, http.MethodGet, "/v1/boards/"+b.ids(), nil, "")
+			w.g.stale.check(&w.g.faults, "board", b.id, version, 0, a)
+			break
+		}
 		op = "read_board_pins"
-		a = w.c.do(ctx, http.MethodGet, "/v1/boards/"+w.boards[w.rng.IntN(len(w.boards))].ids()+"/pins?limit=25", nil, "")
+		a = w.c.do(ctx, http.MethodGet, "/v1/boards/"+b.ids()+"/pins?limit=25", nil, "")
 	case 2:
 		ids := make([]string, 0, 50)
 		for range 50 {

@@ -13,8 +13,11 @@
 // took), verifies through the API that no acknowledged write was lost: objects readable (or deleted), last
 // acknowledged field values, exact follow/like lists (every page), counts
 // equal to list lengths, both sides of every pair, board/user lists, pin
-// owners; and runs `pinstore repair`, which must find nothing. It exits 1
-// on any mismatch. Writes whose outcome is unknown (5xx,
+// owners; and runs `pinstore repair`, which must find nothing. During the
+// load, reads of pins and boards are checked against the version (and the
+// delete) acknowledged before they began: a stale answer is allowed only
+// within a few seconds of a fault's end (fresh.go). It exits 1 on any
+// mismatch. Writes whose outcome is unknown (5xx,
 // connection died) are tracked and excluded from exact checks.
 //
 //	go build -o /tmp/pinstore-chaos ./cmd/pinstore
@@ -169,10 +172,16 @@ type summary struct {
 	repairDry      string
 	backlogWait    string // how long the feed fan-out took to drain before the checks
 	heal           heal   // how long until no pair or feed row was left to repair
-	res            *results
-	objects        map[string]int
-	pairs          map[string]int
-	verifyTime     time.Duration
+	// reads checked against the acknowledged version (fresh.go): stale ones
+	// within staleBound of a fault, the longest such window, and the others
+	freshChecked int64
+	staleWithin  int
+	staleLongest time.Duration
+	staleBad     []string
+	res          *results
+	objects      map[string]int
+	pairs        map[string]int
+	verifyTime   time.Duration
 }
 
 func run(c config) (int, error) {
@@ -269,6 +278,8 @@ func run(c config) (int, error) {
 		faultErr.Unlock()
 	}
 	faultLoop(c.killEvery, func() {
+		f := g.faults.begin()
+		defer g.faults.end(f)
 		srv.kill()
 		kills.Add(1)
 		fmt.Printf("chaos: %s SIGKILLed the server (kill %d)\n", time.Now().Format("15:04:05"), kills.Load())
@@ -278,6 +289,8 @@ func run(c config) (int, error) {
 		}
 	})
 	faultLoop(c.flapEvery, func() {
+		f := g.faults.begin()
+		defer g.faults.end(f)
 		fmt.Printf("chaos: %s Redis down (%s, %s)\n", time.Now().Format("15:04:05"), c.redisMode, c.redisDown)
 		if err := rs.flap(c.redisDown); err != nil {
 			noteFault("redis: " + err.Error())
@@ -361,6 +374,10 @@ func run(c config) (int, error) {
 	sum.pairs = map[string]int{"follow": len(v.follows), "like": len(v.likes)}
 	for _, a := range st.anomalies {
 		v.res.bad("runtime anomaly", "%s", a)
+	}
+	sum.freshChecked, sum.staleWithin, sum.staleLongest, sum.staleBad = g.stale.summary()
+	for _, b := range sum.staleBad {
+		v.res.bad("stale read outside a fault's window", "%s", b)
 	}
 	sum.print(os.Stdout)
 	if c.markdown {
@@ -550,6 +567,8 @@ func (s *summary) print(w io.Writer) {
 	fmt.Fprintf(w, "tracked: %s; pairs %s\n", kv(s.objects), kv(s.pairs))
 	fmt.Fprintf(w, "feed fan-out backlog drained in %s\n", s.backlogWait)
 	fmt.Fprintf(w, "healing, no command run: %s\n", s.heal)
+	fmt.Fprintf(w, "fresh reads: %d reads checked against the version acknowledged before them; %d stale within %v of a fault's end (longest %v); %d stale outside\n",
+		s.freshChecked, s.staleWithin, staleBound, s.staleLongest.Round(time.Millisecond), len(s.staleBad))
 	fmt.Fprintf(w, "repair, after the checks: %s\n", repairLine(s.repair))
 	fmt.Fprintf(w, "repair --dry-run afterwards: %s\n", repairLine(s.repairDry))
 	fmt.Fprintf(w, "verification (%s): %d checks passed, %d mismatches\n", s.verifyTime.Round(time.Millisecond), sum(s.res.checks), sum(s.res.mismatches))
@@ -602,6 +621,7 @@ func (s *summary) printMarkdown(w io.Writer) {
 	row("creates with unknown outcome", kv(s.unknownCreates))
 	row("tracked objects / pairs", kv(s.objects)+"; "+kv(s.pairs))
 	row("healing, no command run", s.heal)
+	row("fresh reads checked / stale within the bound (longest) / stale outside", fmt.Sprintf("%d / %d (%v) / %d", s.freshChecked, s.staleWithin, s.staleLongest.Round(time.Millisecond), len(s.staleBad)))
 	row("repair, after the checks", repairLine(s.repair))
 	row("checks passed", sum(s.res.checks))
 	row("excluded (unknown outcome)", sum(s.res.excluded))

@@ -98,6 +98,7 @@ type object struct {
 	delStart, delEnd time.Time
 	delOutcome       outcome
 	deleteTried      bool
+	fresh            freshness // what reads must not go behind (fresh.go)
 }
 
 func (o *object) ids() string { return strconv.FormatUint(o.id, 10) }

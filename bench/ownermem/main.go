@@ -1,5 +1,6 @@
 // Command ownermem measures what the pin → owner cache (store/ownercache)
-// costs in Redis memory and how fast its batch calls are.
+// costs in Redis memory and how fast its batch calls are, and what the
+// object cache (store/objcache) costs per cached pin.
 //
 // It loads N realistic pairs (pins on random shards among -shards, with
 // per-shard auto-increment local ids starting at 1; owners random users on
@@ -48,6 +49,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/objcache"
 	"github.com/pinstore/pinstore/store/ownercache"
 )
 
@@ -189,6 +192,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := client.ConfigSet(ctx, "hash-max-listpack-entries", orig["hash-max-listpack-entries"]).Err(); err != nil {
 		return err
 	}
+
+	// 5. The object cache (store/objcache): one key per pin holding its
+	// document, version, timestamps and counts.
+	nObjects := min(cfg.n, 100000)
+	docBytes := 0
+	objRow, err := measure(ctx, client, "object cache entry (store/objcache): a realistic pin", nObjects, func() error {
+		var err error
+		docBytes, err = loadObjects(ctx, client, pins[:nObjects], owners[:nObjects])
+		return err
+	})
+	if err != nil {
+		return err
+	}
 	if err := client.FlushAllAsync(ctx).Err(); err != nil {
 		return err
 	}
@@ -199,6 +215,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "| %s | %d | %d | %.2f |\n", r.name, r.keys, r.bytes, float64(r.bytes)/float64(cfg.n))
 	}
 	fmt.Fprintln(stdout)
+	fmt.Fprintf(stdout, "Object cache: %d pins, %d entries, used_memory Δ %d: %.1f bytes per cached pin, of which %d are its JSON document\n\n",
+		nObjects, objRow.keys, objRow.bytes, float64(objRow.bytes)/float64(nObjects), docBytes)
 	fmt.Fprintf(stdout, "| operation (%d pins, %d runs) | median | p90 | min |\n", cfg.batch, cfg.runs)
 	fmt.Fprintln(stdout, "| --- | ---: | ---: | ---: |")
 	for _, t := range timing {
@@ -208,6 +226,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "\nWARNING: %v Redis calls failed during the timed runs; Lookup answered them from load\n", n)
 	}
 	return nil
+}
+
+// loadObjects caches one realistic pin per pair through the object cache
+// (a miss's lease, then its fill) and returns the size of one pin's JSON
+// document.
+func loadObjects(ctx context.Context, client *redis.Client, pins, owners []uint64) (int, error) {
+	c := objcache.New(client, objcache.Options{Timeout: 5 * time.Second, Registerer: prometheus.NewRegistry()})
+	at := time.Date(2026, 11, 23, 8, 0, 0, 0, time.UTC)
+	docLen := 0
+	for start := 0; start < len(pins); start += 1000 {
+		end := min(start+1000, len(pins))
+		objs := make([]model.Object, 0, end-start)
+		for i := start; i < end; i++ {
+			board := idcodec.MustEncode(idcodec.ShardOf(pins[i]), idcodec.TypeBoard, uint64(i%5000)+1)
+			doc := fmt.Sprintf(`{"board_id":"%d","owner_id":"%d","link":"https://example.com/recipes/%d","description":"Slow-cooked tomato sauce with basil, the one from the market","image_url":"https://img.example.com/p/%d.jpg","active":true}`,
+				board, owners[i], i, pins[i])
+			docLen = len(doc)
+			objs = append(objs, model.Object{ID: pins[i], Type: idcodec.TypePin, Version: 1, CreatedAt: at, UpdatedAt: at, Doc: []byte(doc), Counts: []int64{int64(i % 40), int64(i % 7)}})
+		}
+		_, leases, err := c.Get(ctx, pins[start:end])
+		if err != nil {
+			return 0, err
+		}
+		c.Fill(ctx, objs, leases)
+	}
+	return docLen, nil
 }
 
 // prepare refuses a server that holds keys unless -flush was given, and
