@@ -75,11 +75,7 @@ func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint6
 	// of its own reads the page (and, withObjects, its objects). The length
 	// is among the owner's own counts, or asked for besides them.
 	carried := slices.Index(model.Counted(m.From()), m)
-	extra := m
-	if carried >= 0 {
-		extra = 0
-	}
-	owner, err := s.readPoint(ctx, op, sh, m.From(), local, extra)
+	count, err := s.listOwner(ctx, op, sh, m, from, local, carried)
 	if err != nil {
 		return model.List{}, nil, err
 	}
@@ -106,14 +102,39 @@ func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint6
 		return model.List{}, nil, classify(op, sh, err)
 	}
 	l := s.page(entries, p, uint8(m), from)
-	l.Count = owner.N
-	if carried >= 0 {
-		l.Count = owner.Row.Counts[carried]
-	}
+	l.Count = count
 	if foreign {
 		objs, err = s.GetMany(ctx, entryIDs(l.Entries), m.To())
 	}
 	return l, objs, err
+}
+
+// listOwner checks that a list's owner is live and returns the list's
+// length: carried is m's index among the owner's counts, or -1. When the
+// owner carries it and the object cache is on, the cached owner answers;
+// otherwise one read by id does (batched with other requests' reads,
+// pointread), asking for the length besides the owner's counts when the
+// owner does not carry it.
+func (s *Store) listOwner(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, carried int) (int64, error) {
+	if carried >= 0 && s.objects.on() {
+		owner, err := s.Get(ctx, from, m.From())
+		if err != nil {
+			return 0, err
+		}
+		return owner.Counts[carried], nil
+	}
+	extra := m
+	if carried >= 0 {
+		extra = 0
+	}
+	owner, err := s.readPoint(ctx, op, sh, m.From(), local, extra)
+	if err != nil {
+		return 0, err
+	}
+	if carried >= 0 {
+		return owner.Row.Counts[carried], nil
+	}
+	return owner.N, nil
 }
 
 // pageOf turns a page request on list kind of from into the rows to read:

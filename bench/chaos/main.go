@@ -347,7 +347,7 @@ func run(c config) (int, error) {
 	// its start-up sweep found), then wait, with no command run, until a
 	// dry-run repair finds nothing: pairs and feeds heal by themselves.
 	sum.backlogWait = waitFeedBacklog(cl, 60*time.Second)
-	sum.heal = waitHealed(srv, loadEnd, 120*time.Second)
+	sum.heal = waitHealed(srv, db, c.dbPrefix, c.shards, loadEnd, 120*time.Second)
 
 	// Verify what the server made of it on its own; repair runs after, and
 	// what it still finds is reported.
@@ -464,7 +464,8 @@ func waitFeedBacklog(c *client, limit time.Duration) string {
 
 // heal is how long pairs and feeds took to be whole with no command run.
 type heal struct {
-	afterLoad, afterStart time.Duration // since the load ended, since the last server start
+	marksCleared          time.Duration // since the last server start, until no pair_outbox mark was left (-1: not measured)
+	afterLoad, afterStart time.Duration // since the load ended, since the last server start: a dry-run repair found nothing
 	checks                int           // dry-run repairs run
 	healed                bool
 	left                  string // what the last dry run found, when not healed
@@ -474,14 +475,34 @@ func (h heal) String() string {
 	if !h.healed {
 		return fmt.Sprintf("NOT healed after %s (%d dry runs): %s", h.afterLoad.Round(100*time.Millisecond), h.checks, h.left)
 	}
-	return fmt.Sprintf("whole %s after the load ended, %s after the last server start (%d dry-run repairs)",
-		h.afterLoad.Round(100*time.Millisecond), h.afterStart.Round(100*time.Millisecond), h.checks)
+	marks := ""
+	if h.marksCleared >= 0 {
+		marks = fmt.Sprintf("every pair_outbox mark settled %s after the last server start; ", h.marksCleared.Round(100*time.Millisecond))
+	}
+	return fmt.Sprintf("%sa dry-run repair found nothing %s after the load ended, %s after the last server start (%d dry-run repairs)",
+		marks, h.afterLoad.Round(100*time.Millisecond), h.afterStart.Round(100*time.Millisecond), h.checks)
 }
 
-// waitHealed runs `pinstore repair --dry-run` until it finds no pair and no
-// feed row to fix, or limit passes.
-func waitHealed(srv *server, loadEnd time.Time, limit time.Duration) heal {
-	var h heal
+// waitHealed waits until no shard holds a pair_outbox mark (with db; every
+// 100 ms), then runs `pinstore repair --dry-run` until it finds no pair
+// and no feed row to fix, or limit passes.
+func waitHealed(srv *server, db *sql.DB, prefix string, shards int, loadEnd time.Time, limit time.Duration) heal {
+	h := heal{marksCleared: -1}
+	if db != nil {
+		var q strings.Builder
+		q.WriteString("SELECT 0")
+		for n := range shards {
+			fmt.Fprintf(&q, " + (SELECT COUNT(*) FROM %s%05d.pair_outbox)", prefix, n)
+		}
+		for time.Since(loadEnd) < limit {
+			var left int
+			if err := db.QueryRow(q.String()).Scan(&left); err == nil && left == 0 {
+				h.marksCleared = time.Since(srv.startedAt())
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 	for time.Since(loadEnd) < limit {
 		out, err := srv.runTool(context.Background(), "repair", "--dry-run")
 		h.checks++

@@ -76,6 +76,7 @@ type Cache struct {
 
 	hits, misses, refused, errs prometheus.Counter
 	stats                       Stats
+	reads                       *reader
 }
 
 // Stats are a Cache's counters, for tests and reports (the same figures
@@ -105,6 +106,7 @@ func New(client redis.UniversalClient, opts Options) *Cache {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
+	c.reads = &reader{client: client, lanes: defaultLanes}
 	counter := func(name, help string) prometheus.Counter {
 		return metrics.Register(opts.Registerer, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
 	}
@@ -123,30 +125,28 @@ type Lease string
 
 // Get returns the cached objects among ids (hits) and, for each miss this
 // caller may fill, its lease; a miss another reader holds the lease for is
-// in neither. It makes one round trip per Redis node, and a second for the
-// leases when anything missed. On a Redis failure it returns the error
+// in neither. It makes one round trip per Redis node, shared with the
+// reads of concurrent callers (batch.go), and a second for the leases when
+// anything missed. On a Redis failure it returns the error
 // (counted) and no hits: the caller reads MySQL and does not fill.
 func (c *Cache) Get(ctx context.Context, ids []uint64) (map[uint64]model.Object, map[uint64]Lease, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.wait)
 	defer cancel()
-	pipe := c.client.Pipeline()
-	gets := make([]*redis.StringCmd, len(ids))
+	keys := make([]string, len(ids))
 	for i, id := range ids {
-		gets[i] = pipe.Get(ctx, c.key(id))
+		keys[i] = c.key(id)
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	vals, err := c.reads.read(ctx, keys)
+	if err != nil {
 		c.errs.Inc()
 		return nil, nil, err
 	}
 	hits := make(map[uint64]model.Object, len(ids))
 	var missed []uint64
-	for i, g := range gets {
-		v, err := g.Bytes()
-		if err == nil {
-			if o, ok := decode(ids[i], v); ok {
-				hits[ids[i]] = o
-				continue
-			}
+	for i, v := range vals {
+		if o, ok := decode(ids[i], v); ok {
+			hits[ids[i]] = o
+			continue
 		}
 		missed = append(missed, ids[i])
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,4 +157,60 @@ func TestRedisAway(t *testing.T) {
 	if err := c.Invalidate(ctx, 1); err == nil {
 		t.Fatal("Invalidate with Redis away: no error")
 	}
+}
+
+// Concurrent reads are coalesced into shared commands, and each caller
+// still gets exactly its own entries.
+func TestCoalescedReadsAnswerEachCaller(t *testing.T) {
+	c, client := newCache(t, Options{})
+	var objs []model.Object
+	var ids []uint64
+	for i := range 200 {
+		o := pin(uint64(1000+i), int64(i+1), int64(i))
+		objs, ids = append(objs, o), append(ids, o.ID)
+	}
+	_, leases, err := c.Get(ctx, ids)
+	if err != nil || len(leases) != len(ids) {
+		t.Fatalf("leases %d %v", len(leases), err)
+	}
+	c.Fill(ctx, objs, leases)
+	var sent atomic.Int64 // commands this client sent
+	client.AddHook(countHook{&sent})
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Go(func() {
+			for r := range 20 {
+				i := (g*7 + r*13) % (len(ids) - 3)
+				want := ids[i : i+3]
+				hits, _, err := c.Get(ctx, want)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for j, id := range want {
+					if o, ok := hits[id]; !ok || o.Version != int64(i+j+1) {
+						t.Errorf("caller %d asked for %d: got %+v", g, id, o)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	cmds := sent.Load()
+	t.Logf("64×20 reads in %d Redis commands", cmds)
+	if cmds >= 64*20 {
+		t.Fatalf("%d commands for %d reads: not coalesced", cmds, 64*20)
+	}
+}
+
+// countHook counts the commands a client sends.
+type countHook struct{ n *atomic.Int64 }
+
+func (h countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
+}
+func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(int64(len(cmds))); return next(ctx, cmds) }
 }
