@@ -119,3 +119,30 @@ func TestRequestSchemasAreStrict(t *testing.T) {
 		t.Fatalf("visited only %d request objects", objects)
 	}
 }
+
+// Position says "exactly one of before and after" with minProperties and
+// maxProperties over closed properties, which generators turn into an
+// object of two optional IDs, rather than a oneOf of bare required lists,
+// which some turn into unusable types.
+func TestPositionIsExactlyOneOf(t *testing.T) {
+	pos := loadSpec(t).Components.Schemas["Position"].Value
+	if len(pos.OneOf)+len(pos.AnyOf)+len(pos.AllOf) > 0 {
+		t.Fatalf("Position composes schemas")
+	}
+	const id = "241294492511762325"
+	for _, c := range []struct {
+		body map[string]any
+		ok   bool
+	}{
+		{map[string]any{"before": id}, true},
+		{map[string]any{"after": id}, true},
+		{map[string]any{}, false},
+		{map[string]any{"before": id, "after": id}, false},
+		{map[string]any{"above": id}, false},
+		{map[string]any{"before": 1}, false},
+	} {
+		if err := pos.VisitJSON(c.body); (err == nil) != c.ok {
+			t.Errorf("Position %v: error %v, want ok=%v", c.body, err, c.ok)
+		}
+	}
+}
