@@ -2,10 +2,15 @@ package pinstore
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"regexp"
 	"sort"
+	"strconv"
 	"testing"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/pinstore/pinstore/idcodec"
 )
 
 // loadSpec loads and validates openapi.yaml as the server embeds it.
@@ -143,6 +148,50 @@ func TestPositionIsExactlyOneOf(t *testing.T) {
 	} {
 		if err := pos.VisitJSON(c.body); (err == nil) != c.ok {
 			t.Errorf("Position %v: error %v, want ok=%v", c.body, err, c.ok)
+		}
+	}
+}
+
+// The ID pattern accepts exactly the decimal strings that idcodec reads as
+// an ID with its reserved bits clear, other than 0 (type 0 is no type):
+// what the server refuses as malformed, the spec refuses too.
+func TestIDPatternMatchesTheCodec(t *testing.T) {
+	doc := loadSpec(t)
+	pattern, err := regexp.Compile(doc.Components.Schemas["ID"].Value.Pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	isID := func(s string) bool {
+		id, _, err := idcodec.Parse(s)
+		return err == nil && id != 0
+	}
+	cases := []string{
+		"", "0", "00", "01", "1", "9", "10", "-1", "+1", " 1", "1 ", "1e3", "0x10", "１",
+		"241294492511762325", "241294561224164665", "241294629943640797",
+		"999999999999999999", "1000000000000000000",
+		"4611686018427387903", "4611686018427387904", "4611686018427387905",
+		"4611686018427387893", "4611686018427387913", "4611686018427387803", "4611686018427388903",
+		"4599999999999999999", "4610000000000000000", "4612000000000000000", "4700000000000000000",
+		"3999999999999999999", "5000000000000000000", "9999999999999999999",
+		"18446744073709551615", "18446744073709551616", "99999999999999999999", "100000000000000000000",
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		cases = append(cases, strconv.FormatUint(rng.Uint64(), 10), strconv.FormatUint(rng.Uint64()>>2, 10), strconv.FormatUint(rng.Uint64()>>uint(rng.IntN(64)), 10))
+	}
+	// Every prefix of 2^62 ± a little, digit by digit: the pattern is a
+	// bound written out one digit at a time.
+	for d := uint64(1); d < 1<<62; d *= 10 {
+		for _, v := range []uint64{1<<62 - d, 1<<62 - d - 1, 1<<62 + d, 1<<62 + d - 1} {
+			cases = append(cases, strconv.FormatUint(v, 10))
+		}
+	}
+	bad := 0
+	for _, s := range cases {
+		if got, want := pattern.MatchString(s), isID(s); got != want {
+			if bad++; bad <= 20 {
+				t.Errorf("pattern matches %q: %v; idcodec reads an ID: %v", s, got, want)
+			}
 		}
 	}
 }

@@ -60,6 +60,8 @@ func TestHarnessCatchesBadResponses(t *testing.T) {
 		{"a version as a string", 200, user(func(u map[string]any) { u["version"] = "1" }), "version"},
 		{"a count as a string", 200, user(func(u map[string]any) { counts(u)["pins"] = "0" }), "pins"},
 		{"a negative count", 200, user(func(u map[string]any) { counts(u)["boards"] = -1 }), "boards"},
+		{"an ID that cannot be one", 200, user(func(u map[string]any) { u["id"] = "0" }), "id"},
+		{"an ID with reserved bits set", 200, user(func(u map[string]any) { u["id"] = "4611686018427387904" }), "id"},
 		{"viewer.following as a string", 200, user(func(u map[string]any) { u["viewer"] = map[string]any{"following": "yes"} }), "following"},
 		{"a problem", 404, problemBody(nil), ""},
 		{"a problem without a code", 404, problemBody(func(p map[string]any) { delete(p, "code") }), `property "code" is missing`},
