@@ -9,19 +9,13 @@
 //
 // (after npm run ts:gen); the Go test TestTypeScriptClients runs it.
 
-import createClient from "openapi-fetch";
 import type { components, paths } from "./gen/current";
-import { baseUrl, check, done, eq, eventually, fails, isCount, isID, isTime, ok, run, sleep, suffix, token } from "./lib";
+import { baseUrl, check, client, done, eq, eventually, fails, isCount, isID, isTime, ok, run, sleep, suffix } from "./lib";
 
 type User = components["schemas"]["User"];
 type Pin = components["schemas"]["Pin"];
 
-const api = createClient<paths>({
-  baseUrl,
-  headers: { Authorization: `Bearer ${token}` },
-  // ids=1,2,3 as the spec says (style form, explode false).
-  querySerializer: { array: { style: "form", explode: false } },
-});
+const api = client<paths>();
 
 // What the steps share.
 let ann: User, bob: User, carol: User;

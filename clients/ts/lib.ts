@@ -5,7 +5,20 @@
 // A script exits 0 when every step passed, 1 otherwise, and prints one
 // line per step and a closing "N passed, N failed".
 
+import createClient from "openapi-fetch";
+
 export const baseUrl = required("PINSTORE_URL").replace(/\/+$/, "");
+
+// client makes an openapi-fetch client of a generated paths type that
+// calls the server with the token, sending arrays in the query as the spec
+// says (ids=1,2,3: style form, explode false).
+export function client<Paths extends {}>() {
+  return createClient<Paths>({
+    baseUrl,
+    headers: { Authorization: `Bearer ${token}` },
+    querySerializer: { array: { style: "form", explode: false } },
+  });
+}
 export const token = required("PINSTORE_TOKEN");
 
 // suffix makes the names a run creates its own, so a script can run again

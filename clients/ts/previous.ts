@@ -9,20 +9,15 @@
 //
 // (after npm run ts:gen); the Go test TestTypeScriptClients runs it.
 
-import createClient from "openapi-fetch";
 import type { components, paths } from "./gen/previous";
-import { baseUrl, check, done, eq, eventually, fails, isCount, isID, isTime, ok, run, suffix, token } from "./lib";
+import { check, client, done, eq, eventually, fails, isCount, isID, isTime, ok, run, suffix } from "./lib";
 
 type User = components["schemas"]["User"];
 type Board = components["schemas"]["Board"];
 type Pin = components["schemas"]["Pin"];
 type Comment = components["schemas"]["Comment"];
 
-const api = createClient<paths>({
-  baseUrl,
-  headers: { Authorization: `Bearer ${token}` },
-  querySerializer: { array: { style: "form", explode: false } },
-});
+const api = client<paths>();
 
 let ann: User, bob: User;
 let board: Board;
