@@ -15,8 +15,11 @@ const (
 	EMethodNotAllowed     = "method_not_allowed"
 )
 
-// problemTypePrefix prefixes a problem's code to form its "type" URI.
-const problemTypePrefix = "urn:pinstore:problem:"
+// problemTypePrefix prefixes a problem's code to form its "type": a
+// reference, relative to the server's base URL, to the code's section of
+// the /docs page (the spec's "errors" tag holds one "## code" heading per
+// code, which Redoc anchors as tag/errors/<code>).
+const problemTypePrefix = "/docs#tag/errors/"
 
 // Problem is an RFC 9457 problem document, the body of every error.
 type Problem struct {

@@ -5,8 +5,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
+
+	pinstore "github.com/pinstore/pinstore"
 	"github.com/pinstore/pinstore/model"
 )
 
@@ -69,7 +76,7 @@ func TestProblemFor(t *testing.T) {
 			if p.Status != c.status || p.Code != c.code || p.Detail != c.detail || retry != c.retryAfter {
 				t.Fatalf("problemFor = %+v, Retry-After %q", p, retry)
 			}
-			if p.Type != "urn:pinstore:problem:"+c.code || p.Instance != "/v1/pins/1" || p.Title == "" {
+			if p.Type != "/docs#tag/errors/"+c.code || p.Instance != "/v1/pins/1" || p.Title == "" {
 				t.Fatalf("problem %+v", p)
 			}
 		})
@@ -84,5 +91,49 @@ func TestWriteErrorHeaders(t *testing.T) {
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" ||
 		w.Header().Get("Content-Type") != "application/problem+json" || w.Header().Get("ETag") != "" {
 		t.Fatalf("status %d, headers %v", w.Code, w.Header())
+	}
+}
+
+// A problem's type links to its code's section of /docs: the spec's
+// "errors" tag has a "## code" heading for every code the server can send
+// (Redoc anchors it as tag/errors/<code>), and Problem.code lists the same
+// codes as its known values. No code is documented that the server lacks.
+func TestProblemTypesAreDocumented(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(pinstore.OpenAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sections []string
+	for _, tag := range doc.Tags {
+		if tag.Name != "errors" {
+			continue
+		}
+		if tag.Extensions["x-traitTag"] != true {
+			t.Errorf("the errors tag is not marked x-traitTag: no operation belongs to it")
+		}
+		for _, m := range regexp.MustCompile(`(?m)^## (\S+)\s*$`).FindAllStringSubmatch(tag.Description, -1) {
+			sections = append(sections, m[1])
+		}
+	}
+	var listed []string
+	if v, ok := doc.Components.Schemas["Problem"].Value.Properties["code"].Value.Extensions["x-extensible-enum"].([]any); ok {
+		for _, c := range v {
+			listed = append(listed, fmt.Sprint(c))
+		}
+	}
+	var codes []string
+	for code := range errorStatus {
+		codes = append(codes, code)
+		r := httptest.NewRequest("GET", "/v1/pins/1", nil)
+		p, _ := problemFor(r, model.Errorf(code, "x"))
+		if want := "/docs#tag/errors/" + code; p.Type != want {
+			t.Errorf("code %s: type %q, want %q", code, p.Type, want)
+		}
+	}
+	sort.Strings(codes)
+	for what, got := range map[string][]string{"## sections of the errors tag": sections, "Problem.code's x-extensible-enum": listed} {
+		if slices.Sort(got); !slices.Equal(got, codes) {
+			t.Errorf("%s: %s\nthe server's codes: %s", what, strings.Join(got, " "), strings.Join(codes, " "))
+		}
 	}
 }

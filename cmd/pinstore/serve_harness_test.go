@@ -189,9 +189,11 @@ func startServerEnv(t *testing.T, extra map[string]string) *server {
 // 405 problem document.
 type specTransport struct {
 	t       *testing.T
+	name    string // the spec's name in messages
 	doc     *openapi3.T
 	router  routers.Router
 	problem *openapi3.Schema
+	codes   map[string]bool // Problem.code's known values (x-extensible-enum); nil: the schema alone decides
 	base    http.RoundTripper
 	token   string // bearer token for requests without an Authorization key (auth_e2e_test.go)
 }
@@ -207,21 +209,42 @@ var registerDecoders = sync.OnceFunc(func() {
 
 func newSpecTransport(t *testing.T, base string) *specTransport {
 	t.Helper()
-	registerDecoders()
+	return newSpecTransportFor(t, base, "openapi.yaml", loadSpec(t, "openapi.yaml", pinstore.OpenAPI))
+}
+
+// loadSpec loads and validates an OpenAPI document.
+func loadSpec(t *testing.T, name string, spec []byte) *openapi3.T {
+	t.Helper()
 	loader := openapi3.NewLoader()
-	doc, err := loader.LoadFromData(pinstore.OpenAPI)
+	doc, err := loader.LoadFromData(spec)
 	if err != nil {
-		t.Fatalf("load openapi.yaml: %v", err)
+		t.Fatalf("load %s: %v", name, err)
 	}
 	if err := doc.Validate(loader.Context); err != nil {
-		t.Fatalf("openapi.yaml is invalid: %v", err)
+		t.Fatalf("%s is invalid: %v", name, err)
 	}
+	return doc
+}
+
+// newSpecTransportFor validates responses from base against doc, called
+// name in messages.
+func newSpecTransportFor(t *testing.T, base, name string, doc *openapi3.T) *specTransport {
+	t.Helper()
+	registerDecoders()
 	doc.Servers = openapi3.Servers{{URL: base}}
 	router, err := legacy.NewRouter(doc)
 	if err != nil {
 		t.Fatalf("openapi router: %v", err)
 	}
-	return &specTransport{t: t, doc: doc, router: router, problem: doc.Components.Schemas["Problem"].Value, base: http.DefaultTransport, token: e2eAdminToken}
+	problem := doc.Components.Schemas["Problem"].Value
+	var codes map[string]bool
+	if known, ok := problem.Properties["code"].Value.Extensions["x-extensible-enum"].([]any); ok {
+		codes = map[string]bool{}
+		for _, c := range known {
+			codes[fmt.Sprint(c)] = true
+		}
+	}
+	return &specTransport{t: t, name: name, doc: doc, router: router, problem: problem, codes: codes, base: http.DefaultTransport, token: e2eAdminToken}
 }
 
 func (s *specTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -252,22 +275,31 @@ func (s *specTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
+// check fails the test with every finding about one exchange.
 func (s *specTransport) check(req *http.Request, reqBody []byte, resp *http.Response, body []byte) {
-	t := s.t
-	t.Helper()
+	s.t.Helper()
+	for _, f := range s.findings(req, reqBody, resp, body) {
+		s.t.Error(f)
+	}
+}
+
+// findings returns what is wrong with one exchange by the spec: nothing
+// when the response (and, if it succeeded, the request) matches it.
+func (s *specTransport) findings(req *http.Request, reqBody []byte, resp *http.Response, body []byte) []string {
+	var out []string
+	errorf := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	what := req.Method + " " + req.URL.RequestURI()
 	if rid := resp.Header.Get("X-Request-Id"); rid == "" {
-		t.Errorf("%s: no X-Request-Id in the response", what)
+		errorf("%s: no X-Request-Id in the response", what)
 	}
 	route, params, err := s.router.FindRoute(req)
 	if err != nil {
 		// Not an operation of the spec: the server must refuse it with a
 		// problem document.
 		if resp.StatusCode != http.StatusNotFound && resp.StatusCode != http.StatusMethodNotAllowed {
-			t.Errorf("%s: not in the spec (%v), yet answered %d", what, err, resp.StatusCode)
+			errorf("%s: not in the spec (%v), yet answered %d", what, err, resp.StatusCode)
 		}
-		s.checkProblem(what, resp, body)
-		return
+		return append(out, s.problemFindings(what, resp, body)...)
 	}
 	ctx := context.Background()
 	rvi := &openapi3filter.RequestValidationInput{
@@ -284,10 +316,10 @@ func (s *specTransport) check(req *http.Request, reqBody []byte, resp *http.Resp
 		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
 	}
 	if err := openapi3filter.ValidateResponse(ctx, in); err != nil {
-		t.Errorf("%s: response %d does not match openapi.yaml: %v\nbody: %s", what, resp.StatusCode, err, truncate(body))
+		errorf("%s: response %d does not match %s: %v\nbody: %s", what, resp.StatusCode, s.name, err, truncate(body))
 	}
 	if resp.StatusCode >= 400 && route.Path != "/readyz" { // a 503 readiness report is a Readiness body
-		s.checkProblem(what, resp, body)
+		out = append(out, s.problemFindings(what, resp, body)...)
 	}
 	if resp.StatusCode < 300 {
 		// Validate a copy of the request: the spec must accept what the
@@ -296,38 +328,44 @@ func (s *specTransport) check(req *http.Request, reqBody []byte, resp *http.Resp
 		r2.Body = io.NopCloser(bytes.NewReader(reqBody))
 		rvi.Request = r2
 		if err := openapi3filter.ValidateRequest(ctx, rvi); err != nil {
-			t.Errorf("%s: the server accepted (%d) a request that openapi.yaml refuses: %v", what, resp.StatusCode, err)
+			errorf("%s: the server accepted (%d) a request that %s refuses: %v", what, resp.StatusCode, s.name, err)
 		}
 	}
+	return out
 }
 
-// checkProblem checks an error response is a problem document that names
-// the request path and id.
-func (s *specTransport) checkProblem(what string, resp *http.Response, body []byte) {
-	t := s.t
-	t.Helper()
+// problemFindings checks an error response is a problem document that
+// names the request path and id, whose code the spec documents and whose
+// type links to that code's section of /docs.
+func (s *specTransport) problemFindings(what string, resp *http.Response, body []byte) []string {
+	var out []string
+	errorf := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
 	if ct := resp.Header.Get("Content-Type"); ct != "application/problem+json" {
-		t.Errorf("%s: error %d has Content-Type %q", what, resp.StatusCode, ct)
-		return
+		errorf("%s: error %d has Content-Type %q", what, resp.StatusCode, ct)
+		return out
 	}
 	var v any
 	if err := json.Unmarshal(body, &v); err != nil {
-		t.Errorf("%s: problem body is not JSON: %v", what, err)
-		return
+		errorf("%s: problem body is not JSON: %v", what, err)
+		return out
 	}
 	if err := s.problem.VisitJSON(v); err != nil {
-		t.Errorf("%s: problem body does not match the Problem schema: %v", what, err)
+		errorf("%s: problem body does not match the Problem schema of %s: %v", what, s.name, err)
 	}
 	var p problem
 	_ = json.Unmarshal(body, &p)
-	if p.Status != resp.StatusCode || p.Type != "urn:pinstore:problem:"+p.Code || p.RequestID != resp.Header.Get("X-Request-Id") {
-		t.Errorf("%s: inconsistent problem %+v (status %d, X-Request-Id %q)", what, p, resp.StatusCode, resp.Header.Get("X-Request-Id"))
+	if p.Status != resp.StatusCode || p.Type != "/docs#tag/errors/"+p.Code || p.RequestID != resp.Header.Get("X-Request-Id") {
+		errorf("%s: inconsistent problem %+v (status %d, X-Request-Id %q)", what, p, resp.StatusCode, resp.Header.Get("X-Request-Id"))
+	}
+	if s.codes != nil && !s.codes[p.Code] {
+		errorf("%s: code %q is not among Problem.code's documented values", what, p.Code)
 	}
 	for _, leak := range []string{"SQL", "sql:", "tcp(", "goroutine ", "Error 1"} {
 		if strings.Contains(p.Detail, leak) {
-			t.Errorf("%s: problem detail leaks %q: %s", what, leak, p.Detail)
+			errorf("%s: problem detail leaks %q: %s", what, leak, p.Detail)
 		}
 	}
+	return out
 }
 
 type problem struct {
