@@ -137,7 +137,9 @@ func run(ctx context.Context, c config) error {
 			}
 			if c.mode != "baseline" {
 				fmt.Fprintf(os.Stderr, "running %s (api) for %s at %d conns, round %d/%d…\n", name, rc.duration, c.conns, round+1, c.rounds)
+				before := api.readCacheCounts(ctx)
 				res := measure(ctx, rc, sc.api)
+				r.cache.add(before, api.readCacheCounts(ctx))
 				fmt.Fprintln(os.Stderr, "  ", res.summary())
 				r.api.merge(res)
 			}

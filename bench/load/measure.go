@@ -193,6 +193,9 @@ type scenarioResult struct {
 	note string
 	api  runResult
 	base runResult
+	// object cache lookups on the server during the api side (its
+	// warm-ups included), from /metrics
+	cache cacheDelta
 }
 
 func hostInfo() string {
@@ -243,6 +246,16 @@ func renderMarkdown(c config, results []scenarioResult) string {
 			ratio = fmt.Sprintf("%.2f", r.api.opsPerSec()/r.base.opsPerSec())
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d/%d |\n", r.name, ao, al, bo, bl, ratio, r.api.total.errors, r.base.total.errors)
+	}
+	var hits strings.Builder
+	for _, r := range results {
+		if r.cache.ok {
+			fmt.Fprintf(&hits, "| %s | %s |\n", r.name, r.cache)
+		}
+	}
+	if hits.Len() > 0 {
+		b.WriteString("\nObject cache hit ratio on the server during the api side (hits ÷ lookups, from /metrics, warm-ups included):\n\n| scenario | hits |\n| --- | ---: |\n")
+		b.WriteString(hits.String())
 	}
 	b.WriteString("\nCPU time per completed operation, µs, by process (load = the load generator: HTTP client, or the driver in the baseline), and baseline ÷ api of the total:\n\n")
 	b.WriteString("| scenario | api: " + strings.Join(cpuProcs, " / ") + " = total | baseline: " + strings.Join(cpuProcs, " / ") + " = total | baseline ÷ api |\n| --- | ---: | ---: | ---: |\n")
