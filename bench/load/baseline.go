@@ -79,9 +79,25 @@ var objTable = map[idcodec.Type]string{idcodec.TypePin: "pins", idcodec.TypeBoar
 // getPin: one primary-key read.
 func (b *baseline) getPin(ctx context.Context, id uint64) error {
 	var doc []byte
-	var ver int64
+	var ver, likes, comments int64
 	var c, u time.Time
-	return b.db.QueryRowContext(ctx, "SELECT doc, version, created_at, updated_at FROM "+b.dbOf(id)+".pins WHERE local_id = ?", idcodec.LocalOf(id)).Scan(&doc, &ver, &c, &u)
+	db := b.dbOf(id)
+	q := "SELECT doc, version, created_at, updated_at" + countColumns(db, idcodec.TypePin, idcodec.ShardOf(id), "local_id") + " FROM " + db + ".pins WHERE local_id = ?"
+	return b.db.QueryRowContext(ctx, q, idcodec.LocalOf(id)).Scan(&doc, &ver, &c, &u, &likes, &comments)
+}
+
+// countColumns is ", <count>, …": the length of each list an object of
+// typ carries as its counts (a pin's likes and comments, a user's
+// followers, …), each a sub-select of mapping_counts as pinstore reads
+// them, so that a baseline read returns what an API read returns. local is
+// the column holding the object's local id in shard's database db.
+func countColumns(db string, typ idcodec.Type, shard uint32, local string) string {
+	var b strings.Builder
+	base := idcodec.MustEncode(shard, typ, 0)
+	for _, m := range model.Counted(typ) {
+		fmt.Fprintf(&b, ", COALESCE((SELECT c.n FROM %s.mapping_counts c WHERE c.from_id = %s + %d AND c.mapping = %d), 0)", db, local, base, int(m))
+	}
+	return b.String()
 }
 
 type execer interface {
@@ -201,7 +217,8 @@ func (b *baseline) getMany(ctx context.Context, ids []uint64, typ idcodec.Type) 
 		if i > 0 {
 			q.WriteString(" UNION ALL ")
 		}
-		fmt.Fprintf(&q, "SELECT %d, local_id, doc, version, created_at, updated_at FROM %s%05d.%s WHERE local_id IN (", s, b.prefix, s, objTable[typ])
+		db := fmt.Sprintf("%s%05d", b.prefix, s)
+		fmt.Fprintf(&q, "SELECT %d, local_id, doc, version, created_at, updated_at%s FROM %s.%s WHERE local_id IN (", s, countColumns(db, typ, s, "local_id"), db, objTable[typ])
 		for j, l := range byShard[s] {
 			if j > 0 {
 				q.WriteByte(',')
@@ -223,7 +240,12 @@ func (b *baseline) getMany(ctx context.Context, ids []uint64, typ idcodec.Type) 
 		var doc []byte
 		var ver int64
 		var c, u time.Time
-		if err := rows.Scan(&s, &local, &doc, &ver, &c, &u); err != nil {
+		counts := make([]int64, len(model.Counted(typ)))
+		dest := []any{&s, &local, &doc, &ver, &c, &u}
+		for i := range counts {
+			dest = append(dest, &counts[i])
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return n, err
 		}
 		n++
