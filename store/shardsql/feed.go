@@ -37,13 +37,8 @@ func InsertFeedRows(ctx context.Context, tx sqlx.ExtContext, db DB, rows []FeedR
 		}
 	}
 	for author, followers := range byAuthor {
-		// Point look-ups on the primary key (from_id, to_id).
-		q, args, err := sqlx.In("SELECT from_id FROM "+db.table(model.UserFollowing.Table())+" WHERE from_id IN (?) AND to_id = ? LOCK IN SHARE MODE", followers, author)
+		following, err := stillFollowing(ctx, tx, db, author, followers)
 		if err != nil {
-			return err
-		}
-		var following []uint64
-		if err := sqlx.SelectContext(ctx, tx, &following, q, args...); err != nil {
 			return err
 		}
 		for _, f := range following {
