@@ -26,6 +26,12 @@
 //   - Deletes are soft (active: false); every read skips objects that are
 //     not live, so a crash between a delete and its list removals never
 //     shows a deleted object.
+//   - The home feed is hybrid (feedpull.go): an author below
+//     Config.FeedPullThreshold followers when they pin is fanned out into
+//     user_feed; at or above, their pins are merged into each follower's
+//     page at read time (feed_pulled lists, on the follower's shard, the
+//     pulled authors they follow). A page is exact either way: newest
+//     first by (sequence, pin id), each pin once.
 //   - Every error leaving the package is a *model.Error; driver errors are
 //     classified by number, never by message text (shardsql.Classify).
 package store
