@@ -123,8 +123,13 @@ func FeedOfAuthor(ctx context.Context, q sqlx.QueryerContext, db DB, follower, a
 // UnfollowedFeedAuthors lists the (follower, author) pairs of the shard's
 // feed rows whose follower no longer follows the author.
 func UnfollowedFeedAuthors(ctx context.Context, q sqlx.QueryerContext, db DB) ([][2]uint64, error) {
-	rows, err := q.QueryContext(ctx, "SELECT DISTINCT f.from_id, f.author_id FROM "+db.table(FeedTable)+" f LEFT JOIN "+db.table(model.UserFollowing.Table())+
+	return queryPairs(ctx, q, "SELECT DISTINCT f.from_id, f.author_id FROM "+db.table(FeedTable)+" f LEFT JOIN "+db.table(model.UserFollowing.Table())+
 		" g ON g.from_id = f.from_id AND g.to_id = f.author_id WHERE g.from_id IS NULL")
+}
+
+// queryPairs reads the two id columns of every row query returns.
+func queryPairs(ctx context.Context, q sqlx.QueryerContext, query string) ([][2]uint64, error) {
+	rows, err := q.QueryContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}

@@ -128,21 +128,8 @@ func PulledAuthors(ctx context.Context, q sqlx.QueryerContext, db DB, follower u
 // UnfollowedPulled lists the (follower, author) rows of db's feed_pulled
 // whose follower no longer follows the author.
 func UnfollowedPulled(ctx context.Context, q sqlx.QueryerContext, db DB) ([][2]uint64, error) {
-	rows, err := q.QueryContext(ctx, "SELECT p.from_id, p.author_id FROM "+db.table(pulledTable)+" p LEFT JOIN "+db.table(model.UserFollowing.Table())+
+	return queryPairs(ctx, q, "SELECT p.from_id, p.author_id FROM "+db.table(pulledTable)+" p LEFT JOIN "+db.table(model.UserFollowing.Table())+
 		" g ON g.from_id = p.from_id AND g.to_id = p.author_id WHERE g.from_id IS NULL")
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out [][2]uint64
-	for rows.Next() {
-		var p [2]uint64
-		if err := rows.Scan(&p[0], &p[1]); err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
-	return out, rows.Err()
 }
 
 // AuthorAt is an author and the shard database holding their pins.
