@@ -43,6 +43,13 @@ import (
 // made the record, so its followers must be told).
 func (s *Store) pullOrPush(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, pin, author uint64, seq int64, at time.Time) (pulled, newly bool, err error) {
 	n, err := shardsql.Count(ctx, tx, sh.DB, model.UserFollowers, author)
+	if err == nil && n >= s.cfg.FeedPullThreshold {
+		// Pulled: read it again under a shared lock, so a follow counted
+		// meanwhile either commits first (and this pin's Pull job, which
+		// reads the followers after this commit, tells them) or waits for
+		// this commit (and its settle then reads the record).
+		n, err = shardsql.CountLocked(ctx, tx, sh.DB, model.UserFollowers, author, shardsql.ShareLock)
+	}
 	if err != nil {
 		return false, false, err
 	}
