@@ -11,12 +11,15 @@ import (
 	"github.com/pinstore/pinstore/store/topology"
 )
 
-// The home feed is materialised (package fanout writes it): user_feed, on
-// the follower's shard, holds (follower, pin, sequence, author) for the
-// pins of the users the follower follows. The request-path parts live
-// here:
+// The home feed is hybrid (feedpull.go): user_feed, on the follower's
+// shard, holds (follower, pin, sequence, author) for the pins of the
+// pushed users the follower follows (package fanout writes it), and a page
+// merges it with the pin lists of the pulled users they follow. The
+// request-path parts live here:
 //
-//   - Feed reads a page: one index range scan, like any list.
+//   - Feed reads a page: one index range scan of user_feed, one of
+//     feed_pulled, and one statement per host holding pulled authors'
+//     pins, merged.
 //   - Following copies the followee's newest FeedBackfill pins, in the
 //     follow call and after both sides of the pair are written: a pin
 //     created meanwhile is seen either by that copy or by its own fan-out,
@@ -26,7 +29,9 @@ import (
 //   - RepairFeeds checks every follow's rows against the followee's pins.
 
 // Feed returns one page of a user's home feed: the pins of the users they
-// follow, newest first, paged by cursor. ENotFound when the user is not
+// follow, newest first (ties on the pin id), paged by cursor: the
+// cursor is the (sequence, pin) position every source is read after, so a
+// page costs the same at any depth. ENotFound when the user is not
 // live; EInvalid for an offset or a cursor of another list.
 func (s *Store) Feed(ctx context.Context, user uint64, p model.Page) (model.List, error) {
 	const op = "store.Feed"
@@ -54,7 +59,11 @@ func (s *Store) Feed(ctx context.Context, user uint64, p model.Page) (model.List
 	if err != nil {
 		return model.List{}, classify(op, sh, err)
 	}
-	return s.page(entries, p, kindFeed, user), nil
+	pulled, err := s.pulledPins(ctx, op, sh, user, q)
+	if err != nil {
+		return model.List{}, err
+	}
+	return s.page(mergeFeed(entries, pulled, q.Limit), p, kindFeed, user), nil
 }
 
 // backfillRows reads the followee's newest FeedBackfill pins as the feed
@@ -99,7 +108,7 @@ func (s *Store) dropFeedAuthor(ctx context.Context, op string, follower, followe
 		if err != nil || again {
 			return err
 		}
-		n, err = shardsql.DeleteFeedAuthor(ctx, tx, sh.DB, follower, followee)
+		n, err = unfollowFeed(ctx, tx, sh, follower, followee)
 		return err
 	})
 	return n, err
@@ -130,7 +139,16 @@ func (s *Store) RepairFeeds(ctx context.Context, dryRun bool, progress io.Writer
 		if err != nil {
 			return rep, classify(op, sh, err)
 		}
-		for _, g := range gone {
+		// feed_pulled rows of authors no longer followed.
+		unpulled, err := shardsql.UnfollowedPulled(ctx, sh.Host.DB, sh.DB)
+		if err != nil {
+			return rep, classify(op, sh, err)
+		}
+		if dryRun {
+			rep.Stale += len(unpulled)
+			unpulled = nil
+		}
+		for _, g := range append(gone, unpulled...) {
 			if dryRun {
 				k, err := shardsql.CountFeedAuthor(ctx, sh.Host.DB, sh.DB, g[0], g[1])
 				if err != nil {
@@ -195,6 +213,20 @@ func (s *Store) repairFollowFeed(ctx context.Context, fsh topology.Shard, f shar
 	if err != nil {
 		return classify(op, ash, err)
 	}
+	// A pulled followee's pins are merged at read time: what the feed
+	// needs is their feed_pulled row, not rows of their pins.
+	pulled, err := shardsql.IsPulled(ctx, ash.Host.DB, ash.DB, f.To, shardsql.NoLock)
+	if err != nil {
+		return classify(op, ash, err)
+	}
+	tell := false
+	if pulled {
+		has, err := shardsql.HasPulled(ctx, fsh.Host.DB, fsh.DB, f.From, f.To)
+		if err != nil {
+			return classify(op, fsh, err)
+		}
+		tell, want = !has, nil
+	}
 	have, err := shardsql.FeedOfAuthor(ctx, fsh.Host.DB, fsh.DB, f.From, f.To)
 	if err != nil {
 		return classify(op, fsh, err)
@@ -233,12 +265,20 @@ func (s *Store) repairFollowFeed(ctx context.Context, fsh topology.Shard, f shar
 			}
 		}
 	}
+	if tell {
+		rep.Missing++
+	}
 	rep.Missing += len(add)
 	rep.Stale += len(stale)
-	if dryRun || len(add)+len(stale) == 0 {
+	if dryRun || len(add)+len(stale) == 0 && !tell {
 		return nil
 	}
 	return s.inTx(ctx, op, fsh, func(tx *shardsql.Tx) error {
+		if tell {
+			if err := shardsql.InsertPulledFollowers(ctx, tx, fsh.DB, f.To, []uint64{f.From}); err != nil {
+				return err
+			}
+		}
 		if err := insertFeedRows(ctx, tx, fsh, add); err != nil {
 			return err
 		}

@@ -63,8 +63,9 @@ func (s *Store) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Obje
 
 // CreatePin places the pin on its board's shard, owned by the board's
 // owner, and adds it to board_pins and user_pins in the same transaction,
-// with its feed fan-out recorded as due in feed_outbox; then it caches the
-// owner and queues the fan-out. actor, when not 0, is the user the request
+// with its feed fan-out recorded as due in feed_outbox (an author at or
+// above the pull threshold is pulled instead: no fan-out, see pullOrPush);
+// then it caches the owner and queues the fan-out. actor, when not 0, is the user the request
 // acts as: the board must be theirs, or the pin is refused with
 // EForbidden, checked on the board row the transaction reads. EInvalid
 // when board_id is no board's id; ENotFound when the board does not exist.
@@ -80,6 +81,7 @@ func (s *Store) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (
 	}
 	var obj model.Object
 	var seq int64
+	var pulled, newlyPulled bool
 	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 		_, bd, err := readLive(ctx, tx, op, sh, idcodec.TypeBoard, boardLocal, shardsql.ShareLock)
 		if err != nil {
@@ -101,11 +103,17 @@ func (s *Store) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (
 		if err = shardsql.AddEdges(ctx, tx, sh.DB, obj.ID, seq, shardsql.ListRef{M: model.BoardPins, From: uint64(doc.BoardID)}, shardsql.ListRef{M: model.UserPins, From: uint64(doc.OwnerID)}); err != nil {
 			return err
 		}
-		return shardsql.InsertOutbox(ctx, tx, sh.DB, obj.ID, uint64(doc.OwnerID), seq, at)
+		pulled, newlyPulled, err = s.pullOrPush(ctx, tx, sh, obj.ID, uint64(doc.OwnerID), seq, at)
+		return err
 	})
 	if err == nil {
 		s.owners.Set(ctx, obj.ID, uint64(doc.OwnerID))
-		s.feed.Enqueue(fanout.Job{Pin: obj.ID, Author: uint64(doc.OwnerID), Seq: seq, Outbox: true})
+		switch {
+		case newlyPulled:
+			s.feed.Enqueue(fanout.Job{Author: uint64(doc.OwnerID), Pull: true})
+		case !pulled:
+			s.feed.Enqueue(fanout.Job{Pin: obj.ID, Author: uint64(doc.OwnerID), Seq: seq, Outbox: true})
+		}
 	}
 	return obj, err
 }

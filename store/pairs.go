@@ -105,7 +105,7 @@ func (s *Store) removePair(ctx context.Context, op string, p shardsql.Pair) erro
 			// The feed is on the follower's shard, like the forward row:
 			// the followee's pins leave it now, even when the other side's
 			// host is down and the settle has to wait for it.
-			_, err := shardsql.DeleteFeedAuthor(ctx, tx, fsh.DB, p.From, p.To)
+			_, err := unfollowFeed(ctx, tx, fsh, p.From, p.To)
 			return err
 		}
 		return nil
@@ -148,9 +148,9 @@ func (s *Store) settle(ctx context.Context, op string, p shardsql.Pair) error {
 	if err != nil {
 		return err
 	}
-	gone := false
+	gone, pulled := false, false
 	err = s.inRetryTx(ctx, op, fsh, func(tx *shardsql.Tx) error {
-		gone = false
+		gone, pulled = false, false
 		marked, err := shardsql.LockPair(ctx, tx, fsh.DB, p)
 		if err != nil || !marked {
 			return err
@@ -168,7 +168,14 @@ func (s *Store) settle(ctx context.Context, op string, p shardsql.Pair) error {
 				if _, _, err := readLive(ctx, itx, op, tsh, p.M.To(), tLocal, shardsql.ShareLock); err != nil {
 					return err
 				}
-				_, err := shardsql.AddEdge(ctx, itx, tsh.DB, inv, p.To, p.From, seq)
+				if _, err := shardsql.AddEdge(ctx, itx, tsh.DB, inv, p.To, p.From, seq); err != nil || p.M != model.UserFollowing {
+					return err
+				}
+				// After the follower is counted: a pin that makes the
+				// followee pulled either sees this follower (its Pull job
+				// tells them) or has its record read here, waited for under
+				// the shared lock.
+				pulled, err = shardsql.IsPulled(ctx, itx, tsh.DB, p.To, shardsql.ShareLock)
 				return err
 			})
 			if model.IsCode(err, model.ENotFound) {
@@ -189,7 +196,7 @@ func (s *Store) settle(ctx context.Context, op string, p shardsql.Pair) error {
 			return err
 		}
 		if p.M == model.UserFollowing {
-			if err := s.settleFeed(ctx, op, tx, fsh, p, present); err != nil {
+			if err := s.settleFeed(ctx, op, tx, fsh, p, present, pulled); err != nil {
 				return err
 			}
 		}
@@ -206,11 +213,15 @@ func (s *Store) settle(ctx context.Context, op string, p shardsql.Pair) error {
 // settle's own transaction): followed, the followee's newest FeedBackfill
 // pins are copied in (a pin created meanwhile is seen either by this copy
 // or by its own fan-out, which reads the followers after the pin and this
-// follow's inverse committed); not followed, every pin of theirs goes.
-func (s *Store) settleFeed(ctx context.Context, op string, tx *shardsql.Tx, fsh topology.Shard, p shardsql.Pair, followed bool) error {
+// follow's inverse committed), or, for a pulled followee, a feed_pulled
+// row is written; not followed, every pin of theirs goes.
+func (s *Store) settleFeed(ctx context.Context, op string, tx *shardsql.Tx, fsh topology.Shard, p shardsql.Pair, followed, pulled bool) error {
 	if !followed {
-		_, err := shardsql.DeleteFeedAuthor(ctx, tx, fsh.DB, p.From, p.To)
+		_, err := unfollowFeed(ctx, tx, fsh, p.From, p.To)
 		return err
+	}
+	if pulled {
+		return shardsql.InsertPulled(ctx, tx, fsh.DB, p.From, p.To)
 	}
 	rows, err := s.backfillRows(ctx, op, p.From, p.To)
 	if err != nil {

@@ -66,6 +66,7 @@ type config struct {
 	dsn            string
 	drop           bool
 	env            multiFlag
+	pullThreshold  int
 	journal        string
 	serverLog      string
 	markdown       bool
@@ -98,6 +99,7 @@ func main() {
 	flag.StringVar(&c.dsn, "dsn", "root@tcp(127.0.0.1:3306)/", "PINSTORE_MYSQL_DSN; the harness also reads raw rows here to diagnose a wrong count, and drops databases with -drop")
 	flag.BoolVar(&c.drop, "drop", false, "drop the -db-prefix shard databases before the run and after it")
 	flag.Var(&c.env, "env", "extra KEY=VALUE for the server and its tools (repeatable)")
+	flag.IntVar(&c.pullThreshold, "pull-threshold", 0, "PINSTORE_FEED_PULL_THRESHOLD of the server: authors with this many followers are merged into feeds at read time (e.g. 3, so some are; 0: the server's default)")
 	flag.StringVar(&c.journal, "journal", "", "write every write attempt and its outcome as JSON lines to this file")
 	flag.StringVar(&c.serverLog, "server-log", "", "server, migrate and repair logs go here (default: a temp file)")
 	flag.BoolVar(&c.markdown, "markdown", false, "also print the summary as a Markdown table")
@@ -139,6 +141,9 @@ func (c config) serverEnv() []string {
 		"PINSTORE_OBJECT_CACHE_PREFIX": "chaos:c:",
 		"PINSTORE_CURSOR_SECRET":       "chaos-harness-cursor-secret-0123456789",
 		"PINSTORE_LOG_LEVEL":           "warn",
+	}
+	if c.pullThreshold > 0 {
+		set["PINSTORE_FEED_PULL_THRESHOLD"] = strconv.Itoa(c.pullThreshold)
 	}
 	for _, kv := range c.env {
 		k, v, _ := strings.Cut(kv, "=")

@@ -21,7 +21,8 @@ const defaultFeedSweep = 5 * time.Minute
 // storeConfig builds the store's Config from PINSTORE_SHARD_MAP (file),
 // PINSTORE_MYSQL_DSN, PINSTORE_SHARDS, PINSTORE_DB_PREFIX,
 // PINSTORE_CURSOR_SECRET, PINSTORE_MAX_DOC_BYTES, PINSTORE_MAX_DATA_BYTES,
-// PINSTORE_POOL_SIZE, PINSTORE_POINT_READ_LANES, PINSTORE_REDIS_ADDRS,
+// PINSTORE_POOL_SIZE, PINSTORE_POINT_READ_LANES,
+// PINSTORE_FEED_PULL_THRESHOLD, PINSTORE_REDIS_ADDRS,
 // PINSTORE_REDIS_CLUSTER, PINSTORE_REDIS_PASSWORD, PINSTORE_REDIS_PREFIX,
 // PINSTORE_REDIS_DISABLED, PINSTORE_OBJECT_CACHE, PINSTORE_OBJECT_CACHE_PREFIX
 // and PINSTORE_OBJECT_CACHE_TTL.
@@ -65,6 +66,15 @@ func storeConfig(getenv func(string) string) (store.Config, error) {
 			}
 			*dst = n
 		}
+	}
+	// An author with at least this many followers when they pin is pulled
+	// (merged into feeds at read time); README, "How data is laid out".
+	if v := getenv("PINSTORE_FEED_PULL_THRESHOLD"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return cfg, fmt.Errorf("PINSTORE_FEED_PULL_THRESHOLD: %q is not a positive number", v)
+		}
+		cfg.FeedPullThreshold = n
 	}
 	addrs := getenv("PINSTORE_REDIS_ADDRS")
 	if addrs == "" {

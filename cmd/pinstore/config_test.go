@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +30,30 @@ func TestFeedSweep(t *testing.T) {
 		got, err := feedSweep(func(string) string { return tt.in })
 		if got != tt.want || (err != nil) != tt.err {
 			t.Errorf("%q: %v, %v", tt.in, got, err)
+		}
+	}
+}
+
+// TestFeedPullThreshold: PINSTORE_FEED_PULL_THRESHOLD reaches the store's
+// Config (0 there means the store's default); anything but a positive
+// number is refused, naming the variable.
+func TestFeedPullThreshold(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int64
+		err  bool
+	}{{"", 0, false}, {"3", 3, false}, {"1000000", 1000000, false}, {"0", 0, true}, {"-5", 0, true}, {"many", 0, true}} {
+		cfg, err := storeConfig(func(k string) string {
+			if k == "PINSTORE_FEED_PULL_THRESHOLD" {
+				return tt.in
+			}
+			return ""
+		})
+		if (err != nil) != tt.err || err == nil && cfg.FeedPullThreshold != tt.want {
+			t.Errorf("%q: %v, %v", tt.in, cfg.FeedPullThreshold, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "PINSTORE_FEED_PULL_THRESHOLD") {
+			t.Errorf("%q: the error does not name the variable: %v", tt.in, err)
 		}
 	}
 }

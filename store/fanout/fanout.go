@@ -16,6 +16,12 @@
 //     what a dead process left is redone by the next sweep of feed_outbox,
 //     at start-up and every Config.Sweep, by any server.
 //
+// Authors at or above the pull threshold are not fanned out (package store
+// decides when a pin is created): their pins are merged into feeds at read
+// time. When an author first becomes pulled, a Pull job writes one
+// feed_pulled row per follower, once, guarded like a feed row; the sweep
+// redoes it (feed_pull_authors.told = 0) after a crash.
+//
 // The request-path parts of the feed (reading a page, a follow's backfill,
 // an unfollow's removal, repair) belong to package store.
 package fanout
@@ -57,7 +63,10 @@ type Job struct {
 	Seq         int64
 	Remove      bool
 	Outbox      bool // the pin's feed_outbox row is deleted once its rows are written (or removed)
-	cacheOnly   bool // a removal whose feed rows are gone: only the owner-cache delete is left
+	// Pull tells every follower of Author that the author is pulled (a
+	// feed_pulled row each), then marks feed_pull_authors told; Pin is 0.
+	Pull      bool
+	cacheOnly bool // a removal whose feed rows are gone: only the owner-cache delete is left
 }
 
 const (

@@ -37,8 +37,9 @@ func (f *Fanout) sweepLoop(ctx context.Context, every time.Duration) {
 }
 
 // Sweep queues the fan-out of every pin whose feed_outbox row is older
-// than olderThan (up to 10,000 per shard per call) and returns how many
-// it queued. Shards on a host that is down are skipped (and named in the
+// than olderThan (up to 10,000 per shard per call), and the telling of
+// every pulled author whose followers are not all told yet, and returns
+// how many jobs it queued. Shards on a host that is down are skipped (and named in the
 // error); shards being moved are left for the next sweep.
 func (f *Fanout) Sweep(ctx context.Context, olderThan time.Duration) (int, error) {
 	const op = "fanout.Sweep"
@@ -64,6 +65,18 @@ func (f *Fanout) Sweep(ctx context.Context, olderThan time.Duration) (int, error
 			f.Enqueue(Job{Pin: r.Pin, Author: r.Author, Seq: r.Seq, Remove: r.Remove, Outbox: true})
 		}
 		queued += len(due)
+		c, cancel = context.WithTimeout(ctx, f.cfg.QueryTimeout)
+		untold, err := shardsql.UntoldPulled(c, sh.Host.DB, sh.DB, sweepLimit)
+		cancel()
+		if err != nil {
+			down[sh.Host] = true
+			errs = append(errs, shardsql.Classify(op, sh.Host.Name, err))
+			continue
+		}
+		for _, a := range untold {
+			f.Enqueue(Job{Author: a, Pull: true})
+		}
+		queued += len(untold)
 		if ctx.Err() != nil {
 			break
 		}

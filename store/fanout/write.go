@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/jmoiron/sqlx"
+
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardsql"
@@ -20,7 +22,7 @@ const followersPage = 5000
 // shardRows are the feed rows one batch writes to (or removes from) one
 // shard, each with the index of its job in the batch.
 type shardRows struct {
-	add, remove []feedRow
+	add, remove, pull []feedRow
 }
 
 type feedRow struct {
@@ -82,9 +84,12 @@ func (l *lane) process(batch []Job) {
 			}
 			for _, i := range jobs {
 				fr := feedRow{shardsql.FeedRow{Follower: fl, Pin: batch[i].Pin, Author: author, Seq: batch[i].Seq}, i}
-				if batch[i].Remove {
+				switch {
+				case batch[i].Pull:
+					r.pull = append(r.pull, fr)
+				case batch[i].Remove:
 					r.remove = append(r.remove, fr)
-				} else {
+				default:
 					r.add = append(r.add, fr)
 				}
 			}
@@ -94,7 +99,7 @@ func (l *lane) process(batch []Job) {
 	for n, r := range rows {
 		sh, _ := t.Shard(n)
 		if sh.ReadOnly { // being moved: after the move
-			for _, fr := range append(r.add, r.remove...) {
+			for _, fr := range r.all() {
 				failed[fr.job] = true
 			}
 			continue
@@ -114,7 +119,7 @@ func (l *lane) process(batch []Job) {
 			defer mu.Unlock()
 			firstErr = shardsql.Classify(op, h.Name, err)
 			for _, sh := range shards {
-				for _, fr := range append(rows[sh.N].add, rows[sh.N].remove...) {
+				for _, fr := range rows[sh.N].all() {
 					failed[fr.job] = true
 				}
 			}
@@ -122,11 +127,13 @@ func (l *lane) process(batch []Job) {
 	}
 	wg.Wait()
 	var retry []Job
-	var added, removed []uint64
+	var added, removed, told []uint64
 	for i, j := range batch {
 		switch {
 		case failed[i]:
 			retry = append(retry, j)
+		case j.Pull:
+			told = append(told, j.Author)
 		case j.Remove && cacheHeld:
 			j.cacheOnly = true // its feed rows are gone; do not redo them every second
 			retry = append(retry, j)
@@ -143,12 +150,52 @@ func (l *lane) process(batch []Job) {
 	if len(removed) > 0 {
 		f.clearOutbox(ctx, t, removed, true)
 	}
+	for _, a := range told {
+		if err := markTold(ctx, t, a); err != nil {
+			f.log.Warn("pulled author not marked told; the next sweep tells their followers again", "err", model.ErrorMessage(err))
+		}
+	}
 	f.backlog.Add(-int64(len(batch) - len(retry)))
 	if len(retry) > 0 {
 		f.failures.Inc()
 		f.log.Warn("feed fan-out failed; retrying", "pins", len(retry), "err", model.ErrorMessage(firstErr))
 		l.park(retry)
 	}
+}
+
+// all is every row of r.
+func (r *shardRows) all() []feedRow {
+	return append(append(append([]feedRow(nil), r.add...), r.remove...), r.pull...)
+}
+
+// insertPulled writes the feed_pulled rows of pull (author and follower
+// of each), in chunks per author.
+func insertPulled(ctx context.Context, tx sqlx.ExtContext, db shardsql.DB, pull []feedRow) error {
+	byAuthor := map[uint64][]uint64{}
+	for _, r := range pull {
+		byAuthor[r.Author] = append(byAuthor[r.Author], r.Follower)
+	}
+	for author, followers := range byAuthor {
+		for start := 0; start < len(followers); start += shardsql.FeedChunk {
+			if err := shardsql.InsertPulledFollowers(ctx, tx, db, author, followers[start:min(start+shardsql.FeedChunk, len(followers))]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// markTold records that every follower of the pulled author has a
+// feed_pulled row.
+func markTold(ctx context.Context, t *topology.Topology, author uint64) error {
+	sh, _, err := t.Route(author, idcodec.TypeUser)
+	if err != nil {
+		return shardsql.Classify(op, "", err)
+	}
+	if sh.ReadOnly {
+		return nil // being moved: the sweep after the move does it again
+	}
+	return shardsql.Classify(op, sh.Host.Name, shardsql.MarkTold(ctx, sh.Host.DB, sh.DB, []uint64{author}))
 }
 
 // outboxClear is a feed_outbox row to delete in a host's fan-out
@@ -167,7 +214,7 @@ func (f *Fanout) clearsInTx(t *topology.Topology, batch []Job, rows map[int]*sha
 	hostsOf := make([]map[*topology.Host]bool, len(batch))
 	for n, r := range rows {
 		sh, _ := t.Shard(n)
-		for _, fr := range append(r.add, r.remove...) {
+		for _, fr := range r.all() {
 			if hostsOf[fr.job] == nil {
 				hostsOf[fr.job] = map[*topology.Host]bool{}
 			}
@@ -233,6 +280,9 @@ func writeHost(ctx context.Context, h *topology.Host, shards []topology.Shard, r
 			if err := shardsql.InsertFeedRows(ctx, tx, sh.DB, plain); err != nil {
 				return err
 			}
+		}
+		if err := insertPulled(ctx, tx, sh.DB, rows[sh.N].pull); err != nil {
+			return err
 		}
 		// Removals by pin: point deletes on the primary key (from_id, to_id).
 		byPin := map[uint64][]uint64{}

@@ -37,13 +37,8 @@ func InsertFeedRows(ctx context.Context, tx sqlx.ExtContext, db DB, rows []FeedR
 		}
 	}
 	for author, followers := range byAuthor {
-		// Point look-ups on the primary key (from_id, to_id).
-		q, args, err := sqlx.In("SELECT from_id FROM "+db.table(model.UserFollowing.Table())+" WHERE from_id IN (?) AND to_id = ? LOCK IN SHARE MODE", followers, author)
+		following, err := stillFollowing(ctx, tx, db, author, followers)
 		if err != nil {
-			return err
-		}
-		var following []uint64
-		if err := sqlx.SelectContext(ctx, tx, &following, q, args...); err != nil {
 			return err
 		}
 		for _, f := range following {
@@ -128,8 +123,13 @@ func FeedOfAuthor(ctx context.Context, q sqlx.QueryerContext, db DB, follower, a
 // UnfollowedFeedAuthors lists the (follower, author) pairs of the shard's
 // feed rows whose follower no longer follows the author.
 func UnfollowedFeedAuthors(ctx context.Context, q sqlx.QueryerContext, db DB) ([][2]uint64, error) {
-	rows, err := q.QueryContext(ctx, "SELECT DISTINCT f.from_id, f.author_id FROM "+db.table(FeedTable)+" f LEFT JOIN "+db.table(model.UserFollowing.Table())+
+	return queryPairs(ctx, q, "SELECT DISTINCT f.from_id, f.author_id FROM "+db.table(FeedTable)+" f LEFT JOIN "+db.table(model.UserFollowing.Table())+
 		" g ON g.from_id = f.from_id AND g.to_id = f.author_id WHERE g.from_id IS NULL")
+}
+
+// queryPairs reads the two id columns of every row query returns.
+func queryPairs(ctx context.Context, q sqlx.QueryerContext, query string) ([][2]uint64, error) {
+	rows, err := q.QueryContext(ctx, query)
 	if err != nil {
 		return nil, err
 	}

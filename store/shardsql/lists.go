@@ -76,8 +76,13 @@ func RemoveEdge(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mappin
 
 // Count reads the length of from's list m (0 when it never had a row).
 func Count(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping, from uint64) (int64, error) {
+	return CountLocked(ctx, q, db, m, from, NoLock)
+}
+
+// CountLocked is Count reading the count's row with the lock given.
+func CountLocked(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping, from uint64, lock Lock) (int64, error) {
 	var n int64
-	err := q.QueryRowxContext(ctx, "SELECT n FROM "+db.table(countsTable)+" WHERE from_id = ? AND mapping = ?", from, uint8(m)).Scan(&n)
+	err := q.QueryRowxContext(ctx, "SELECT n FROM "+db.table(countsTable)+" WHERE from_id = ? AND mapping = ?"+string(lock), from, uint8(m)).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}

@@ -14,7 +14,9 @@
 //   - mapping_counts: the length of each list, changed in the same
 //     transaction as the rows;
 //   - user_feed (the materialised home feed) and feed_outbox (fan-out not
-//     yet known to be written).
+//     yet known to be written); feed_pull_authors (authors whose pins are
+//     merged at read time, on their shard) and feed_pulled (the pulled
+//     authors a user follows, on the user's shard).
 //
 // Helpers take the smallest sqlx interface they use (sqlx.ExecerContext,
 // sqlx.QueryerContext) and the DB to address, so one helper runs on a
