@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,11 +38,10 @@ const shutdownTimeout = 15 * time.Second
 // listens ("msg":"listening","addr":…), with the real port when --addr
 // asked for port 0.
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("serve", "serve [--addr HOST:PORT]\n\nruns the HTTP API until interrupted", stderr)
 	env := readServeEnv(getenv)
 	addr := fs.String("addr", env.addr, "address to listen on (env PINSTORE_ADDR)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +22,10 @@ const maxSecretInput = 4096
 // runToken is `pinstore token mint|hash`.
 func runToken(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	const usage = "usage: pinstore token mint --user ID [--ttl 24h] | pinstore token hash [--name NAME] [--scopes read,write] < secret"
+	if helpAsked(args) {
+		fmt.Fprintln(stdout, usage)
+		return nil
+	}
 	if len(args) == 0 {
 		return errors.New(usage)
 	}
@@ -37,11 +40,10 @@ func runToken(args []string, getenv func(string) string, stdin io.Reader, stdout
 
 // runTokenMint prints a user token signed with PINSTORE_TOKEN_SECRET.
 func runTokenMint(args []string, getenv func(string) string, now time.Time, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("token mint", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("token mint", "token mint --user ID [--ttl 24h]\n\nprints a user token signed with PINSTORE_TOKEN_SECRET", stderr)
 	user := fs.String("user", "", "the user ID the token acts as (required)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -78,11 +80,10 @@ func runTokenMint(args []string, getenv func(string) string, now time.Time, stdo
 // runTokenHash reads a service token's secret on stdin (one line) and
 // prints its tokens-file entry.
 func runTokenHash(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("token hash", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("token hash", "token hash [--name N] [--scopes read,write,admin] < secret\n\nprints the tokens-file line for the service token whose secret is on stdin", stderr)
 	name := fs.String("name", "service", "the token's name, as logs will show it")
 	scopes := fs.String("scopes", "read", "comma-separated scopes among read, write, admin")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
