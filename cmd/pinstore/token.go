@@ -135,22 +135,23 @@ type authConfig struct {
 // PINSTORE_DEV) and checks it against the listen address. Without any
 // token it refuses, unless PINSTORE_DEV=true; development mode listens on
 // loopback only. It returns the middleware for api.Config.Auth, nil when
-// auth is off. Errors never hold a secret.
-func serveAuth(env authEnv, addr string, logger *slog.Logger) (func(http.Handler) http.Handler, error) {
+// auth is off, and the Authenticator (whose service tokens serve reloads).
+// Errors never hold a secret.
+func serveAuth(env authEnv, addr string, logger *slog.Logger) (func(http.Handler) http.Handler, *auth.Authenticator, error) {
 	c, err := loadAuthConfig(env, addr)
 	if err != nil {
-		return nil, fmt.Errorf("serve: %w", err)
+		return nil, nil, fmt.Errorf("serve: %w", err)
 	}
 	if c.auth == nil {
 		logger.Warn("AUTHENTICATION IS OFF: development mode (PINSTORE_DEV=true) without PINSTORE_TOKENS_FILE or PINSTORE_TOKEN_SECRET; every request is served unauthenticated, on loopback only",
 			"addr", addr)
-		return nil, nil
+		return nil, nil, nil
 	}
 	if c.dev {
 		logger.Warn("development mode (PINSTORE_DEV=true): listening on loopback only", "addr", addr)
 	}
 	logger.Info("authentication on", "service_tokens", c.services, "user_tokens", c.userToken, "rate_limit_per_s", c.rate, "rate_burst", c.burst)
-	return auth.Middleware(c.auth, api.AuthFailure(logger)), nil
+	return auth.Middleware(c.auth, api.AuthFailure(logger)), c.auth, nil
 }
 
 func loadAuthConfig(env authEnv, addr string) (authConfig, error) {
