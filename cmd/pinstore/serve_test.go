@@ -596,11 +596,9 @@ func TestServeErrorsWriteNothing(t *testing.T) {
 		{"like target of 2^64", 400, "invalid_argument", "PUT", "/v1/users/" + bob + "/likes/" + idOverflow, nil, nil, "pin_id"},
 		{"board_id of 2^64", 400, "invalid_argument", "POST", "/v1/pins", map[string]any{"board_id": idOverflow}, nil, "board_id"},
 		{"owner_id of 1000 digits", 400, "invalid_argument", "POST", "/v1/boards", map[string]any{"owner_id": idHuge, "name": "x"}, nil, "owner_id"},
-		{"board_id as a huge JSON number", 400, "invalid_argument", "POST", "/v1/pins", `{"board_id":` + idHuge + `}`, nil, "board_id"},
 		{"anchor of 2^64", 400, "invalid_argument", "PUT", position, map[string]any{"before": idOverflow}, nil, "before"},
 		{"id of 2^64 in a multi-get", 400, "invalid_argument", "GET", "/v1/users?ids=" + alice + "," + idOverflow, nil, nil, "ids[1]"},
 		{"id of 2^64 in owners", 400, "invalid_argument", "POST", "/v1/pins/owners", map[string]any{"ids": []string{pin, idOverflow}}, nil, "ids[1]"},
-		{"id of 2^64 as a JSON number in owners", 400, "invalid_argument", "POST", "/v1/pins/owners", `{"ids":[18446744073709551616]}`, nil, "ids[0]"},
 		{"id with bit 63 set", 400, "invalid_argument", "GET", "/v1/pins/" + reservedPin(63), nil, nil, "reserved"},
 		{"id with bit 62 set", 400, "invalid_argument", "DELETE", "/v1/pins/" + reservedPin(62), nil, nil, "reserved"},
 		{"max uint64 id", 400, "invalid_argument", "PATCH", "/v1/pins/" + idMaxUint64, `{"description":"x"}`, nil, "reserved"},
@@ -654,6 +652,7 @@ func TestServeErrorsWriteNothing(t *testing.T) {
 		{"body over 64 KiB of whitespace", 413, "too_large", "POST", "/v1/pins", pinBody(strings.Repeat(" ", 70<<10) + `"link":""`), nil, ""},
 	}
 	cases = append(cases, sqlInjectionCases(f, board2)...)
+	cases = append(cases, ambiguousJSONCases(f)...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := &server{t: t, base: s.base, client: s.client, logs: s.logs}
