@@ -28,6 +28,10 @@ const (
 // code, which Redoc anchors as tag/errors/<code>).
 const problemTypePrefix = "/docs#tag/errors/"
 
+// ProblemType is the "type" of a problem with code: the reference to the
+// code's section of /docs.
+func ProblemType(code string) string { return problemTypePrefix + code }
+
 // Problem is an RFC 9457 problem document, the body of every error.
 type Problem struct {
 	Type      string `json:"type"`
@@ -84,7 +88,7 @@ func problemFor(r *http.Request, err error) (Problem, string) {
 	}
 	detail := model.ErrorMessage(err)
 	return Problem{
-		Type:      problemTypePrefix + code,
+		Type:      ProblemType(code),
 		Title:     s.title,
 		Status:    s.status,
 		Detail:    detail,
