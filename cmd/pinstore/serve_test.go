@@ -842,7 +842,13 @@ func TestServeStoresInjectionVerbatim(t *testing.T) {
 	}
 	owner := s.create("/v1/users", map[string]any{"username": "robert_tables"}).ID
 	for i, text := range texts {
-		data := map[string]string{"k": text, text: "v"}
+		// Each text is also a member name of data, except one holding NUL:
+		// a name with NUL is refused (ambiguous_json, see
+		// ambiguousJSONCases), a value with NUL is kept.
+		data := map[string]string{"k": text}
+		if !strings.ContainsRune(text, 0) {
+			data[text] = "v"
+		}
 		u := s.create("/v1/users", map[string]any{"username": fmt.Sprintf("u%d", i), "display_name": text, "data": data}).ID
 		verify("users", u, map[string]string{"display_name": text}, data)
 		b := s.create("/v1/boards", map[string]any{"owner_id": owner, "name": text, "description": text, "data": data}).ID
@@ -854,7 +860,8 @@ func TestServeStoresInjectionVerbatim(t *testing.T) {
 		all = append(all, stored{p, b, text})
 		// The same through a patch, as JSON and as a merge patch.
 		patched := text + " (patched)"
-		pdata := map[string]string{"k": patched, text: "v"}
+		pdata := maps.Clone(data)
+		pdata["k"] = patched
 		s.must(http.StatusOK, http.MethodPatch, "/v1/pins/"+p, map[string]any{"description": patched, "data": map[string]any{"k": patched}})
 		verify("pins", p, map[string]string{"description": patched, "link": text}, pdata)
 		s.must(http.StatusOK, http.MethodPatch, "/v1/comments/"+c, map[string]any{"text": patched}, "Content-Type", "application/merge-patch+json")
@@ -901,11 +908,17 @@ func TestServeStoresInjectionVerbatim(t *testing.T) {
 	s.must(http.StatusOK, http.MethodPatch, "/v1/pins/"+p.ID, `{"data":`+deepest+`}`)
 	s.fail(http.StatusBadRequest, "invalid_argument", http.MethodPatch, "/v1/pins/"+p.ID, `{"data":{"b":`+deepest+`}}`)
 
-	// Numbers beyond any float or integer are JSON, and kept as written.
-	huge := `{"m":123456789012345678901234567890,"n":1e999999}`
-	p = s.create("/v1/pins", `{"board_id":"`+all[0].board+`","data":`+huge+`}`)
-	if got := s.get("/v1/pins/" + p.ID); string(got.Data) != huge {
-		t.Fatalf("huge numbers came back as %s", got.Data)
+	// Numbers at the edges of what every parser reads alike are kept as
+	// written; beyond them (1e999999, an integer beyond 2^53-1) they are
+	// refused (ambiguousJSONCases), since each client would read another
+	// number or none.
+	edges := `{"m":9007199254740991,"n":-1.7976931348623157e308,"o":1e-400,"p":0.30000000000000004}`
+	p = s.create("/v1/pins", `{"board_id":"`+all[0].board+`","data":`+edges+`}`)
+	if got := s.get("/v1/pins/" + p.ID); string(got.Data) != edges {
+		t.Fatalf("edge numbers came back as %s", got.Data)
+	}
+	for _, huge := range []string{`{"m":123456789012345678901234567890}`, `{"n":1e999999}`} {
+		s.fail(http.StatusBadRequest, "ambiguous_json", http.MethodPost, "/v1/pins", `{"board_id":"`+all[0].board+`","data":`+huge+`}`)
 	}
 
 	// Every table of every shard is still there.
