@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -113,4 +114,36 @@ func logged(s *server, parts ...string) bool {
 		}
 	}
 	return false
+}
+
+// TestTokensFileReloadOnSIGHUP: with polling too slow to notice, SIGHUP
+// puts a rewritten tokens file in force at once.
+func TestTokensFileReloadOnSIGHUP(t *testing.T) {
+	const newToken = "hup-new-4c3b2a1908f7e6d5c4b3a2918f7e6d5c"
+	path := filepath.Join(t.TempDir(), "tokens.yaml")
+	admin := "tokens:\n  " + auth.HashLine("e2e-admin", auth.ScopeRead|auth.ScopeWrite|auth.ScopeAdmin, e2eAdminToken) + "\n"
+	if err := os.WriteFile(path, []byte(admin), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServerEnv(t, map[string]string{"PINSTORE_TOKENS_FILE": path, "PINSTORE_TOKENS_POLL": "1h"})
+	const anyID = "/v1/ids/241294492511762325"
+	if got := s.req(http.MethodGet, anyID, nil, bearerHdr(newToken)...).Status; got != http.StatusUnauthorized {
+		t.Fatalf("new token before: %d", got)
+	}
+	if err := os.WriteFile(path, []byte(admin+"  "+auth.HashLine("app-hup", auth.ScopeRead, newToken)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.req(http.MethodGet, anyID, nil, bearerHdr(newToken)...).Status != http.StatusOK {
+		if time.Now().After(deadline) {
+			t.Fatalf("SIGHUP did not put the new token in force in 5s\n%s", strings.Join(s.logs.Lines(), "\n"))
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	if !logged(s, `"msg":"service tokens reloaded on SIGHUP"`, `"app-hup"`) {
+		t.Fatalf("no SIGHUP reload line:\n%s", strings.Join(s.logs.Lines(), "\n"))
+	}
 }
