@@ -8,15 +8,19 @@ package api
 // only when the document is valid. The promises checked:
 //
 //   - Nothing panics, and the server never answers 5xx to a body.
-//   - A refused body is a *model.Error with code invalid_argument or
-//     too_large, answered 400 or 413 with that code, and the store is not
-//     called.
+//   - A refused body is a *model.Error with code invalid_argument,
+//     ambiguous_json or too_large, answered 400 or 413 with that code, and
+//     the store is not called.
 //   - An accepted body reaches the store as a document that validates,
 //     whose ids are of the right type, whose data is a JSON object within
 //     its limit, and which re-encodes to what a shard can store: valid
 //     UTF-8, nested at most MaxJSONDepth deep, no lone surrogate escapes
-//     (checked here independently of checkJSONText), and stable under
+//     (checked here independently of checkJSON), and stable under
 //     decode and re-encode.
+//   - An accepted body is one every JSON parser reads alike (checked with
+//     encoding/json's tokenizer, independently of checkJSON): no member
+//     name twice in an object, none holding NUL, no number beyond a
+//     double, no integer beyond ±(2^53−1).
 //
 // The seed corpus is in testdata/fuzz/<FuzzName>/; run one target with
 //
@@ -28,10 +32,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -220,8 +226,8 @@ func serveBody(s *Server, method, path, contentType string, body []byte) (*httpt
 func checkDecodeError(t *testing.T, err error) {
 	t.Helper()
 	var me *model.Error
-	if !errors.As(err, &me) || me.Code != model.EInvalid && me.Code != model.ETooLarge {
-		t.Fatalf("decodeStrict error %#v is not a *model.Error with code %s or %s", err, model.EInvalid, model.ETooLarge)
+	if !errors.As(err, &me) || me.Code != model.EInvalid && me.Code != EAmbiguousJSON && me.Code != model.ETooLarge {
+		t.Fatalf("decodeStrict error %#v is not a *model.Error with code %s, %s or %s", err, model.EInvalid, EAmbiguousJSON, model.ETooLarge)
 	}
 	if me.Message == "" {
 		t.Fatalf("decodeStrict error %v has no client message", err)
@@ -248,6 +254,9 @@ func checkStrictRoundTrip[T any](t *testing.T, body []byte) bool {
 	if hasLoneSurrogate(body) {
 		t.Fatalf("decodeStrict accepted a lone surrogate escape: %q", body)
 	}
+	if why := notInteroperable(t, body); why != "" {
+		t.Fatalf("decodeStrict accepted a body parsers read differently (%s): %q", why, body)
+	}
 	enc, err := json.Marshal(v)
 	if err != nil {
 		t.Fatalf("re-encoding %#v: %v", v, err)
@@ -262,8 +271,8 @@ func checkStrictRoundTrip[T any](t *testing.T, body []byte) bool {
 	return true
 }
 
-// checkRefused checks a refused request: 400 invalid_argument or 413
-// too_large as a problem document, and nothing handed to the store (a
+// checkRefused checks a refused request: 400 invalid_argument or
+// ambiguous_json, or 413 too_large, as a problem document, and nothing handed to the store (a
 // patch is refused inside Update, by its mutate, so nothing is written).
 func checkRefused(t *testing.T, w *httptest.ResponseRecorder, c *fuzzCall) {
 	t.Helper()
@@ -278,10 +287,10 @@ func checkRefused(t *testing.T, w *httptest.ResponseRecorder, c *fuzzCall) {
 		t.Fatalf("problem body %q: %v", w.Body, err)
 	}
 	switch {
-	case w.Code == http.StatusBadRequest && p.Code == model.EInvalid:
+	case w.Code == http.StatusBadRequest && (p.Code == model.EInvalid || p.Code == EAmbiguousJSON):
 	case w.Code == http.StatusRequestEntityTooLarge && p.Code == model.ETooLarge:
 	default:
-		t.Fatalf("a body was answered %d %s (%s); want 400 %s or 413 %s", w.Code, p.Code, p.Detail, model.EInvalid, model.ETooLarge)
+		t.Fatalf("a body was answered %d %s (%s); want 400 %s or %s, or 413 %s", w.Code, p.Code, p.Detail, model.EInvalid, EAmbiguousJSON, model.ETooLarge)
 	}
 }
 
@@ -352,7 +361,7 @@ func checkIDOf(t *testing.T, field string, id uint64, want idcodec.Type) {
 }
 
 // jsonDepth is how deeply the valid JSON text b nests, counted with the
-// tokenizer of encoding/json rather than checkJSONText's scanner.
+// tokenizer of encoding/json rather than checkJSON's scanner.
 func jsonDepth(t *testing.T, b []byte) int {
 	t.Helper()
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -373,6 +382,73 @@ func jsonDepth(t *testing.T, b []byte) int {
 			}
 		case json.Delim(']'), json.Delim('}'):
 			depth--
+		}
+	}
+}
+
+// notInteroperable says why parsers would read the valid JSON text b
+// differently ("" when they would not), found with the tokenizer of
+// encoding/json rather than checkJSON's scanner.
+func notInteroperable(t *testing.T, b []byte) string {
+	t.Helper()
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	type frame struct {
+		obj     bool
+		wantKey bool
+		names   map[string]bool
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return ""
+		}
+		if err != nil {
+			t.Fatalf("accepted JSON %q does not tokenize: %v", b, err)
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if top != nil && top.obj && top.wantKey {
+			if tok == json.Delim('}') {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			name := tok.(string)
+			if top.names[name] {
+				return "member name " + strconv.Quote(name) + " twice"
+			}
+			if strings.ContainsRune(name, 0) {
+				return "NUL in a member name"
+			}
+			top.names[name] = true
+			top.wantKey = false
+			continue
+		}
+		if top != nil && top.obj {
+			top.wantKey = true // after this value, a name
+		}
+		switch tok := tok.(type) {
+		case json.Delim:
+			switch tok {
+			case '{':
+				stack = append(stack, &frame{obj: true, wantKey: true, names: map[string]bool{}})
+			case '[':
+				stack = append(stack, &frame{})
+			case ']':
+				stack = stack[:len(stack)-1]
+			}
+		case json.Number:
+			if f, err := tok.Float64(); err != nil || math.IsInf(f, 0) {
+				return "number " + tok.String() + " beyond a double"
+			}
+			if !strings.ContainsAny(tok.String(), ".eE") {
+				if n, err := tok.Int64(); err != nil || n > 1<<53-1 || n < -(1<<53-1) {
+					return "integer " + tok.String() + " beyond 2^53-1"
+				}
+			}
 		}
 	}
 }

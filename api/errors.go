@@ -13,6 +13,13 @@ import (
 const (
 	EUnsupportedMediaType = "unsupported_media_type"
 	EMethodNotAllowed     = "method_not_allowed"
+	// EAmbiguousJSON is the code of a request body that is valid JSON but
+	// that JSON parsers do not all read the same way (RFC 7493, I-JSON):
+	// duplicate member names, numbers beyond an IEEE-754 double, integers
+	// beyond ±(2^53−1), NUL in a member name, a byte-order mark. Stored,
+	// such a document would reach each client as something else, or break
+	// it.
+	EAmbiguousJSON = "ambiguous_json"
 )
 
 // problemTypePrefix prefixes a problem's code to form its "type": a
@@ -20,6 +27,10 @@ const (
 // the /docs page (the spec's "errors" tag holds one "## code" heading per
 // code, which Redoc anchors as tag/errors/<code>).
 const problemTypePrefix = "/docs#tag/errors/"
+
+// ProblemType is the "type" of a problem with code: the reference to the
+// code's section of /docs.
+func ProblemType(code string) string { return problemTypePrefix + code }
 
 // Problem is an RFC 9457 problem document, the body of every error.
 type Problem struct {
@@ -40,6 +51,7 @@ var errorStatus = map[string]struct {
 	retryAfter string
 }{
 	model.EInvalid:        {http.StatusBadRequest, "Invalid argument", ""},
+	EAmbiguousJSON:        {http.StatusBadRequest, "Ambiguous JSON", ""},
 	model.EUnauthorized:   {http.StatusUnauthorized, "Unauthorized", ""},
 	model.EForbidden:      {http.StatusForbidden, "Forbidden", ""},
 	model.ENotFound:       {http.StatusNotFound, "Not found", ""},
@@ -76,7 +88,7 @@ func problemFor(r *http.Request, err error) (Problem, string) {
 	}
 	detail := model.ErrorMessage(err)
 	return Problem{
-		Type:      problemTypePrefix + code,
+		Type:      ProblemType(code),
 		Title:     s.title,
 		Status:    s.status,
 		Detail:    detail,

@@ -29,6 +29,7 @@ func TestStatusOf(t *testing.T) {
 		model.EVersion:        412,
 		model.ETooLarge:       413,
 		EUnsupportedMediaType: 415,
+		EAmbiguousJSON:        400,
 		model.ERateLimited:    429,
 		model.EInternal:       500,
 		model.EUnavailable:    503,

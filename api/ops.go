@@ -78,11 +78,3 @@ func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) error {
 	_, _ = w.Write(s.spec)
 	return nil
 }
-
-// docsPage serves the HTML rendering of the spec.
-func (s *Server) docsPage(w http.ResponseWriter, r *http.Request) error {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
-	_, _ = w.Write(s.docs)
-	return nil
-}

@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf16"
-	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
 
@@ -182,10 +180,15 @@ func parseIDList(s string, max int, want idcodec.Type) (ids []uint64, order []st
 	return ids, order, nil
 }
 
-// mediaTypeOK reports whether the request's Content-Type is one of types.
+// mediaTypeOK reports whether the request's Content-Type is one of types,
+// in UTF-8: a charset parameter other than utf-8 is refused, since the
+// body would be read as UTF-8 regardless.
 func mediaTypeOK(r *http.Request, types ...string) bool {
-	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil {
+		return false
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
 		return false
 	}
 	for _, t := range types {
@@ -200,7 +203,7 @@ func mediaTypeOK(r *http.Request, types ...string) bool {
 // at most max bytes of body (413 beyond). An empty body is EInvalid.
 func readBody(w http.ResponseWriter, r *http.Request, max int64, types ...string) ([]byte, error) {
 	if !mediaTypeOK(r, types...) {
-		return nil, errorf(EUnsupportedMediaType, "Content-Type must be %s", strings.Join(types, " or "))
+		return nil, errorf(EUnsupportedMediaType, "Content-Type must be %s, in UTF-8 (charset=utf-8 or no charset)", strings.Join(types, " or "))
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
 	if err != nil {
@@ -216,96 +219,15 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64, types ...string
 	return b, nil
 }
 
-// MaxJSONDepth bounds how deeply a request body may nest arrays and
-// objects (the body's own object is level 1). A body's nesting is that of
-// the document it creates or patches, and MariaDB's JSON_VALID, which
-// guards every stored document, refuses documents nested 32 levels deep:
-// beyond this, the insert would fail as a 500 instead of a 400.
-const MaxJSONDepth = 31
-
-// checkJSONText refuses, as EInvalid, what encoding/json would accept or
-// silently rewrite but the shards cannot store: bytes that are not UTF-8
-// (encoding/json replaces them with U+FFFD in strings, and keeps them raw
-// in "data", where MariaDB refuses them), \u escapes of lone UTF-16
-// surrogates (likewise), and nesting deeper than MaxJSONDepth. It looks
-// only at what is outside or inside strings: the JSON syntax itself is
-// decodeStrict's to check, and a body that is not JSON may pass here.
-func checkJSONText(b []byte) error {
-	if !utf8.Valid(b) {
-		return errorf(model.EInvalid, "the request body is not valid UTF-8")
-	}
-	depth, inString := 0, false
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if !inString {
-			switch c {
-			case '"':
-				inString = true
-			case '[', '{':
-				if depth++; depth > MaxJSONDepth {
-					return errorf(model.EInvalid, "the request body is nested more than %d levels deep", MaxJSONDepth)
-				}
-			case ']', '}':
-				depth--
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = false
-		case '\\':
-			if i+1 < len(b) && b[i+1] == 'u' {
-				r, ok := hex4(b, i+2)
-				switch {
-				case !ok:
-					// Not a \uXXXX escape: a syntax error decodeStrict reports.
-				case utf16.IsSurrogate(r) && r < 0xdc00: // high: a low one must follow
-					low, ok := rune(0), false
-					if i+7 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
-						low, ok = hex4(b, i+8)
-					}
-					if !ok || low < 0xdc00 || low > 0xdfff {
-						return errorf(model.EInvalid, "the request body holds a lone UTF-16 surrogate escape (\\u%04x)", r)
-					}
-					i += 11 // to the low escape's last digit; the loop's i++ passes it
-					continue
-				case utf16.IsSurrogate(r):
-					return errorf(model.EInvalid, "the request body holds a lone UTF-16 surrogate escape (\\u%04x)", r)
-				}
-			}
-			i++ // the escaped character
-		}
-	}
-	return nil
-}
-
-// hex4 reads the 4 hex digits of a \u escape at b[i:].
-func hex4(b []byte, i int) (rune, bool) {
-	if i+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
-}
-
 // decodeStrict decodes one JSON object from b into dst: unknown fields,
-// a value of the wrong JSON type, invalid JSON, trailing data, and what
-// checkJSONText refuses (invalid UTF-8, lone surrogate escapes, nesting
-// beyond MaxJSONDepth) are all EInvalid with a message that says which.
+// a value of the wrong JSON type, invalid JSON and trailing data are
+// EInvalid with a message that says which; before any of that, checkJSON
+// refuses (EInvalid or EAmbiguousJSON) what parsers would read
+// differently: invalid UTF-8, lone surrogate escapes, nesting beyond
+// MaxJSONDepth, member names in the wrong case, duplicate names, NUL in a
+// name, numbers beyond a double, integers beyond ±(2^53−1), a BOM.
 func decodeStrict(b []byte, dst any) error {
-	if err := checkJSONText(b); err != nil {
+	if err := checkJSON(b, jsonFields(dst)); err != nil {
 		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))

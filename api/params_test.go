@@ -224,66 +224,23 @@ func TestValidRequestID(t *testing.T) {
 
 func TestMediaTypeOK(t *testing.T) {
 	for ct, want := range map[string]bool{
-		"application/json":                true,
-		"application/json; charset=utf-8": true,
-		"Application/JSON":                true,
-		"application/merge-patch+json":    false,
-		"text/plain":                      false,
-		"":                                false,
-		"application/json;;":              false,
+		"application/json":                  true,
+		"application/json; charset=utf-8":   true,
+		"Application/JSON":                  true,
+		"application/merge-patch+json":      false,
+		"text/plain":                        false,
+		"":                                  false,
+		"application/json;;":                false,
+		"application/json; charset=UTF-8":   true,
+		"application/json; charset=utf-16":  false,
+		"application/json; charset=latin1":  false,
+		`application/json; charset="utf-8"`: true,
+		"application/json; charset=":        false,
 	} {
 		r := httptest.NewRequest("POST", "/", nil)
 		r.Header.Set("Content-Type", ct)
 		if got := mediaTypeOK(r, "application/json"); got != want {
 			t.Errorf("mediaTypeOK(%q) = %v", ct, got)
-		}
-	}
-}
-
-// TestCheckJSONText pins what decodeStrict refuses beyond encoding/json,
-// at its boundaries: the checks of the fuzz targets above must agree.
-func TestCheckJSONText(t *testing.T) {
-	objects := func(n int) string { return strings.Repeat(`{"a":`, n-1) + "{}" + strings.Repeat("}", n-1) }
-	cases := []struct {
-		name, body string
-		detail     string // "" when accepted
-	}{
-		{"nested MaxJSONDepth", objects(MaxJSONDepth), ""},
-		{"nested one more", objects(MaxJSONDepth + 1), "nested more than 31"},
-		{"brackets inside strings do not nest", `{"a":"` + strings.Repeat("[{", 100) + `"}`, ""},
-		{"escaped quote keeps the string open", `{"a":"\"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}`, ""},
-		{"escaped backslash closes the string", `{"a":"\\"}`, ""},
-		{"invalid UTF-8", "{\"a\":\"\xff\xfe\"}", "not valid UTF-8"},
-		{"UTF-8 encoded surrogate", "{\"a\":\"\xed\xa0\x80\"}", "not valid UTF-8"},
-		{"overlong encoding", "{\"a\":\"\xc0\xaf\"}", "not valid UTF-8"},
-		{"surrogate pair", `{"a":"\ud83d\ude00","b":"\uDBFF\uDFFF"}`, ""},
-		{"pair then lone high", `{"a":"\ud83d\ude00\ud83d"}`, `\ud83d`},
-		{"lone high", `{"a":"\ud800"}`, `\ud800`},
-		{"lone high at the end", `{"a":"\ud800`, `\ud800`},
-		{"high then text", `{"a":"\ud83dx\ude00"}`, `\ud83d`},
-		{"high then a non-surrogate escape", `{"a":"\ud83d\u0041"}`, `\ud83d`},
-		{"high then high", `{"a":"\ud83d\ud83d"}`, `\ud83d`},
-		{"lone low", `{"a":"\udc00"}`, `\udc00`},
-		{"low then high", `{"a":"\udfff\udbff"}`, `\udfff`},
-		{"lone surrogate in a key", `{"\ud800":1}`, `\ud800`},
-		{"escaped backslash then u", `{"a":"\\ud800"}`, ""},
-		{"other escapes", `{"a":"\u0000\u00e9\u2028\n\t\/"}`, ""},
-		{"short escape", `{"a":"\u12"}`, ""}, // a syntax error, for decodeStrict
-	}
-	for _, c := range cases {
-		err := checkJSONText([]byte(c.body))
-		if c.detail == "" {
-			if err != nil {
-				t.Errorf("%s: refused: %v", c.name, err)
-			}
-			continue
-		}
-		if !model.IsCode(err, model.EInvalid) || !strings.Contains(model.ErrorMessage(err), c.detail) {
-			t.Errorf("%s: error %v, want %s naming %q", c.name, err, model.EInvalid, c.detail)
-		}
-		var v map[string]any
-		if err := decodeStrict([]byte(c.body), &v); !model.IsCode(err, model.EInvalid) {
-			t.Errorf("%s: decodeStrict error %v, want %s", c.name, err, model.EInvalid)
 		}
 	}
 }

@@ -27,6 +27,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/metrics", admin, s.serveMetrics},
 		{"GET", "/openapi.yaml", public, s.openAPI},
 		{"GET", "/docs", public, s.docsPage},
+		{"GET", "/docs/redoc.standalone.js", public, s.redocScript},
 
 		{"POST", "/v1/users", servicesOnly, s.createUser},
 		{"GET", "/v1/users", readAny, s.getMany(typeUser)},

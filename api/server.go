@@ -74,7 +74,6 @@ type Server struct {
 	limits    model.Limits
 	maxBody   int64
 	spec      []byte
-	docs      []byte
 	metrics   *httpMetrics
 	prom      http.Handler // /metrics
 	router    chi.Router
@@ -83,7 +82,7 @@ type Server struct {
 var _ http.Handler = (*Server)(nil)
 
 // New builds the API. It fails when Store is missing, the metrics cannot
-// be registered, the spec cannot be rendered, or a route declares no
+// be registered, the spec does not load or validate, or a route declares no
 // permission.
 func New(cfg Config) (*Server, error) {
 	if cfg.Store == nil {
@@ -112,10 +111,10 @@ func New(cfg Config) (*Server, error) {
 	if s.spec == nil {
 		s.spec = pinstore.OpenAPI
 	}
-	var err error
-	if s.docs, err = renderDocs(s.spec); err != nil {
+	if err := checkSpec(s.spec); err != nil {
 		return nil, err
 	}
+	var err error
 	if s.metrics, err = newHTTPMetrics(s.registry); err != nil {
 		return nil, err
 	}

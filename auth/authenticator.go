@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/pinstore/pinstore/model"
@@ -29,7 +30,7 @@ type Config struct {
 // Authenticator turns an Authorization header into a Principal and rate
 // limits principals.
 type Authenticator struct {
-	service *ServiceTokens
+	service atomic.Pointer[ServiceTokens] // swapped whole by SetServiceTokens
 	signer  *Signer
 	limiter *Limiter
 	now     func() time.Time
@@ -41,7 +42,8 @@ var ErrNoTokens = errors.New("auth: no tokens configured (set PINSTORE_TOKENS_FI
 // New builds an Authenticator. ErrNoTokens when cfg names no tokens at
 // all, ErrWeakSecret for a short secret.
 func New(cfg Config) (*Authenticator, error) {
-	a := &Authenticator{service: cfg.Service, now: cfg.Now}
+	a := &Authenticator{now: cfg.Now}
+	a.service.Store(cfg.Service)
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -52,7 +54,7 @@ func New(cfg Config) (*Authenticator, error) {
 		}
 		a.signer = s
 	}
-	if a.service.Len() == 0 && a.signer == nil {
+	if cfg.Service.Len() == 0 && a.signer == nil {
 		return nil, ErrNoTokens
 	}
 	a.limiter = NewLimiter(cfg.Rate, cfg.Burst, a.now)
@@ -85,7 +87,7 @@ func (a *Authenticator) Authenticate(header string) (Principal, error) {
 		}
 		return Principal{Name: UserName(c.UserID), Kind: KindUser, Scopes: ScopeRead | ScopeWrite, UserID: c.UserID}, nil
 	}
-	t, ok := a.service.Lookup(tok)
+	t, ok := a.service.Load().Lookup(tok)
 	if !ok {
 		return Principal{}, model.Wrap(op, model.EUnauthorized, "invalid token", ErrBadToken)
 	}

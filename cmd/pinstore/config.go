@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinstore/pinstore/auth"
 	"github.com/pinstore/pinstore/store"
 	"github.com/pinstore/pinstore/store/shardmap"
 	"github.com/pinstore/pinstore/store/topology"
@@ -109,6 +110,13 @@ const defaultObjectCacheTTL = 10 * time.Minute
 // settle time) must agree on it.
 func mapPoll(getenv func(string) string) (time.Duration, error) {
 	return durationFromEnv(getenv, "PINSTORE_MAP_POLL", topology.DefaultMapPoll, false)
+}
+
+// tokensPoll reads PINSTORE_TOKENS_POLL (a Go duration such as "2s"):
+// how often a server checks the tokens file for changes, defaulting to
+// auth.DefaultTokensPoll.
+func tokensPoll(getenv func(string) string) (time.Duration, error) {
+	return durationFromEnv(getenv, "PINSTORE_TOKENS_POLL", auth.DefaultTokensPoll, false)
 }
 
 // defaultPairSweep is how often a server settles pairs a request left

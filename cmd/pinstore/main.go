@@ -3,6 +3,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -36,6 +38,7 @@ commands:
   token hash [--name N] [--scopes read,write,admin] < secret
                              print the tokens-file line for a service token's secret
 
+pinstore COMMAND -h prints a command's usage and flags.
 configuration comes from PINSTORE_* environment variables (see README.md)
 `
 
@@ -46,20 +49,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("no command")
 	}
-	cmd, rest := args[0], args[1:]
+	err := runCommand(ctx, args[0], args[1:], getenv, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // a command's -h: its usage is on stdout
+	}
+	return err
+}
+
+func runCommand(ctx context.Context, cmd string, rest []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	switch cmd {
 	case "serve":
 		return runServe(ctx, rest, getenv, stdout, stderr)
 	case "migrate":
 		return runMigrate(ctx, rest, getenv, stdout, stderr)
 	case "shards":
-		return runShards(ctx, rest, getenv, stdout)
+		return runShards(ctx, rest, getenv, stdout, stderr)
 	case "repair":
 		return runRepair(ctx, rest, getenv, stdout, stderr)
 	case "move-shards":
 		return runMoveShards(ctx, rest, getenv, stdout, stderr)
 	case "id":
-		return runID(rest, stdout)
+		return runID(rest, stdout, stderr)
 	case "token":
 		return runToken(rest, getenv, os.Stdin, stdout, stderr)
 	case "help", "-h", "--help":

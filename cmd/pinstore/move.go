@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,8 +25,7 @@ import (
 // reshard). It opens no store: the move works on the map file and its own
 // connections to the hosts.
 func runMoveShards(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("move-shards", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("move-shards", "move-shards --range A-B --to HOST [flags]\n\nmoves a range of shards to another host of the shard map", stderr)
 	rng := fs.String("range", "", "shards to move, FIRST-LAST inclusive (required)")
 	to := fs.String("to", "", "target host, as the shard map names it (required)")
 	settle := fs.Duration("settle", 0, "wait after each map change before relying on every server having it (default: PINSTORE_MAP_POLL + query timeout + 2s)")
@@ -37,7 +35,7 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 	confirmWait := fs.Duration("confirm-timeout", time.Minute, "with --servers: how long a server may take to report a new map before the move stops")
 	par := fs.Int("parallel", 4, "shards copied at once")
 	batch := fs.Int("batch", 1000, "rows per copy chunk")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {

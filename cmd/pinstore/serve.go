@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,11 +38,10 @@ const shutdownTimeout = 15 * time.Second
 // listens ("msg":"listening","addr":…), with the real port when --addr
 // asked for port 0.
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("serve", "serve [--addr HOST:PORT]\n\nruns the HTTP API until interrupted", stderr)
 	env := readServeEnv(getenv)
 	addr := fs.String("addr", env.addr, "address to listen on (env PINSTORE_ADDR)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -53,9 +51,13 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
-	authMW, err := serveAuth(env.auth, *addr, logger) // token.go: refuses to start without tokens
+	authMW, authn, err := serveAuth(env.auth, *addr, logger) // token.go: refuses to start without tokens
 	if err != nil {
 		return err
+	}
+	tokensEvery, err := tokensPoll(getenv)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
 	}
 
 	reg := prometheus.NewRegistry()
@@ -83,14 +85,35 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		}
 	}()
 
+	// The operator edits the shard map and the tokens file while pinstore
+	// runs: poll them, and reload both at once on SIGHUP. A malformed file
+	// is logged and ignored: what is in force stays.
+	var reloads []func()
 	if cfg.MapFile != "" {
-		// The operator edits the map while pinstore runs: poll the file, and
-		// reload at once on SIGHUP. A malformed map is logged and ignored.
 		every, err := mapPoll(getenv)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
 		}
 		go st.Router().Watch(ctx, every, logger)
+		reloads = append(reloads, func() {
+			if err := st.Router().ReloadFile(); err != nil {
+				logger.Error("shard map reload on SIGHUP failed; the old map stays in force", "error", err.Error())
+			} else {
+				logger.Info("shard map reloaded on SIGHUP", "version", st.Map().Version())
+			}
+		})
+	}
+	if path := env.auth.tokensFile; path != "" && authn != nil {
+		go authn.WatchServiceTokens(ctx, path, tokensEvery, logger)
+		reloads = append(reloads, func() {
+			if t, err := authn.ReloadServiceTokens(path); err != nil {
+				logger.Error("tokens file reload on SIGHUP failed; the service tokens in force stay", "file", path, "error", err.Error())
+			} else {
+				logger.Info("service tokens reloaded on SIGHUP", "file", path, "tokens", t.Len(), "names", t.Names())
+			}
+		})
+	}
+	if len(reloads) > 0 {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
 		defer signal.Stop(hup)
@@ -100,10 +123,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 				case <-ctx.Done():
 					return
 				case <-hup:
-					if err := st.Router().ReloadFile(); err != nil {
-						logger.Error("shard map reload on SIGHUP failed; the old map stays in force", "error", err.Error())
-					} else {
-						logger.Info("shard map reloaded on SIGHUP", "version", st.Map().Version())
+					for _, reload := range reloads {
+						reload()
 					}
 				}
 			}

@@ -199,12 +199,14 @@ type specTransport struct {
 }
 
 // registerDecoders teaches openapi3filter the one media type of ours it
-// lacks: /docs is HTML, checked as a string.
+// lacks: /docs is HTML and its renderer JavaScript, checked as strings.
 var registerDecoders = sync.OnceFunc(func() {
-	openapi3filter.RegisterBodyDecoder("text/html", func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
+	asString := func(body io.Reader, _ http.Header, _ *openapi3.SchemaRef, _ openapi3filter.EncodingFn) (any, error) {
 		b, err := io.ReadAll(body)
 		return string(b), err
-	})
+	}
+	openapi3filter.RegisterBodyDecoder("text/html", asString)
+	openapi3filter.RegisterBodyDecoder("text/javascript", asString)
 })
 
 func newSpecTransport(t *testing.T, base string) *specTransport {

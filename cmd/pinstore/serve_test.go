@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"html"
 	"io"
 	"maps"
 	"net/http"
@@ -596,11 +595,9 @@ func TestServeErrorsWriteNothing(t *testing.T) {
 		{"like target of 2^64", 400, "invalid_argument", "PUT", "/v1/users/" + bob + "/likes/" + idOverflow, nil, nil, "pin_id"},
 		{"board_id of 2^64", 400, "invalid_argument", "POST", "/v1/pins", map[string]any{"board_id": idOverflow}, nil, "board_id"},
 		{"owner_id of 1000 digits", 400, "invalid_argument", "POST", "/v1/boards", map[string]any{"owner_id": idHuge, "name": "x"}, nil, "owner_id"},
-		{"board_id as a huge JSON number", 400, "invalid_argument", "POST", "/v1/pins", `{"board_id":` + idHuge + `}`, nil, "board_id"},
 		{"anchor of 2^64", 400, "invalid_argument", "PUT", position, map[string]any{"before": idOverflow}, nil, "before"},
 		{"id of 2^64 in a multi-get", 400, "invalid_argument", "GET", "/v1/users?ids=" + alice + "," + idOverflow, nil, nil, "ids[1]"},
 		{"id of 2^64 in owners", 400, "invalid_argument", "POST", "/v1/pins/owners", map[string]any{"ids": []string{pin, idOverflow}}, nil, "ids[1]"},
-		{"id of 2^64 as a JSON number in owners", 400, "invalid_argument", "POST", "/v1/pins/owners", `{"ids":[18446744073709551616]}`, nil, "ids[0]"},
 		{"id with bit 63 set", 400, "invalid_argument", "GET", "/v1/pins/" + reservedPin(63), nil, nil, "reserved"},
 		{"id with bit 62 set", 400, "invalid_argument", "DELETE", "/v1/pins/" + reservedPin(62), nil, nil, "reserved"},
 		{"max uint64 id", 400, "invalid_argument", "PATCH", "/v1/pins/" + idMaxUint64, `{"description":"x"}`, nil, "reserved"},
@@ -654,6 +651,7 @@ func TestServeErrorsWriteNothing(t *testing.T) {
 		{"body over 64 KiB of whitespace", 413, "too_large", "POST", "/v1/pins", pinBody(strings.Repeat(" ", 70<<10) + `"link":""`), nil, ""},
 	}
 	cases = append(cases, sqlInjectionCases(f, board2)...)
+	cases = append(cases, ambiguousJSONCases(f)...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			s := &server{t: t, base: s.base, client: s.client, logs: s.logs}
@@ -844,7 +842,13 @@ func TestServeStoresInjectionVerbatim(t *testing.T) {
 	}
 	owner := s.create("/v1/users", map[string]any{"username": "robert_tables"}).ID
 	for i, text := range texts {
-		data := map[string]string{"k": text, text: "v"}
+		// Each text is also a member name of data, except one holding NUL:
+		// a name with NUL is refused (ambiguous_json, see
+		// ambiguousJSONCases), a value with NUL is kept.
+		data := map[string]string{"k": text}
+		if !strings.ContainsRune(text, 0) {
+			data[text] = "v"
+		}
 		u := s.create("/v1/users", map[string]any{"username": fmt.Sprintf("u%d", i), "display_name": text, "data": data}).ID
 		verify("users", u, map[string]string{"display_name": text}, data)
 		b := s.create("/v1/boards", map[string]any{"owner_id": owner, "name": text, "description": text, "data": data}).ID
@@ -856,7 +860,8 @@ func TestServeStoresInjectionVerbatim(t *testing.T) {
 		all = append(all, stored{p, b, text})
 		// The same through a patch, as JSON and as a merge patch.
 		patched := text + " (patched)"
-		pdata := map[string]string{"k": patched, text: "v"}
+		pdata := maps.Clone(data)
+		pdata["k"] = patched
 		s.must(http.StatusOK, http.MethodPatch, "/v1/pins/"+p, map[string]any{"description": patched, "data": map[string]any{"k": patched}})
 		verify("pins", p, map[string]string{"description": patched, "link": text}, pdata)
 		s.must(http.StatusOK, http.MethodPatch, "/v1/comments/"+c, map[string]any{"text": patched}, "Content-Type", "application/merge-patch+json")
@@ -903,11 +908,17 @@ func TestServeStoresInjectionVerbatim(t *testing.T) {
 	s.must(http.StatusOK, http.MethodPatch, "/v1/pins/"+p.ID, `{"data":`+deepest+`}`)
 	s.fail(http.StatusBadRequest, "invalid_argument", http.MethodPatch, "/v1/pins/"+p.ID, `{"data":{"b":`+deepest+`}}`)
 
-	// Numbers beyond any float or integer are JSON, and kept as written.
-	huge := `{"m":123456789012345678901234567890,"n":1e999999}`
-	p = s.create("/v1/pins", `{"board_id":"`+all[0].board+`","data":`+huge+`}`)
-	if got := s.get("/v1/pins/" + p.ID); string(got.Data) != huge {
-		t.Fatalf("huge numbers came back as %s", got.Data)
+	// Numbers at the edges of what every parser reads alike are kept as
+	// written; beyond them (1e999999, an integer beyond 2^53-1) they are
+	// refused (ambiguousJSONCases), since each client would read another
+	// number or none.
+	edges := `{"m":9007199254740991,"n":-1.7976931348623157e308,"o":1e-400,"p":0.30000000000000004}`
+	p = s.create("/v1/pins", `{"board_id":"`+all[0].board+`","data":`+edges+`}`)
+	if got := s.get("/v1/pins/" + p.ID); string(got.Data) != edges {
+		t.Fatalf("edge numbers came back as %s", got.Data)
+	}
+	for _, huge := range []string{`{"m":123456789012345678901234567890}`, `{"n":1e999999}`} {
+		s.fail(http.StatusBadRequest, "ambiguous_json", http.MethodPost, "/v1/pins", `{"board_id":"`+all[0].board+`","data":`+huge+`}`)
 	}
 
 	// Every table of every shard is still there.
@@ -948,22 +959,12 @@ func TestServeOperational(t *testing.T) {
 	if r := s.must(http.StatusOK, http.MethodGet, "/openapi.yaml", nil); string(r.Body) != string(pinstore.OpenAPI) {
 		t.Fatalf("/openapi.yaml differs from the embedded spec")
 	}
-	docs := string(s.must(http.StatusOK, http.MethodGet, "/docs", nil).Body)
-	spec := s.client.Transport.(*specTransport).doc
-	for _, path := range spec.Paths.Keys() {
-		for method, op := range spec.Paths.Value(path).Operations() {
-			for _, want := range []string{">" + method + "<", ">" + html.EscapeString(path) + "<", html.EscapeString(op.Summary)} {
-				if !strings.Contains(docs, want) {
-					t.Errorf("/docs lacks %q (%s %s)", want, method, path)
-				}
-			}
-		}
+	// The docs page and its renderer (rendered in a browser by
+	// TestDocsInBrowser).
+	if docs := string(s.must(http.StatusOK, http.MethodGet, "/docs", nil).Body); !strings.Contains(docs, `<script src="docs/redoc.standalone.js">`) {
+		t.Fatalf("/docs does not load the renderer:\n%s", docs)
 	}
-	for _, banned := range []string{"<script", "src=", `href="http`, "@import", "url("} {
-		if strings.Contains(docs, banned) {
-			t.Errorf("/docs holds %q: it must be self-contained", banned)
-		}
-	}
+	s.must(http.StatusOK, http.MethodGet, "/docs/redoc.standalone.js", nil)
 
 	// IDs decode to the published vectors.
 	for _, v := range []struct {

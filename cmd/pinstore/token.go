@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +22,10 @@ const maxSecretInput = 4096
 // runToken is `pinstore token mint|hash`.
 func runToken(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	const usage = "usage: pinstore token mint --user ID [--ttl 24h] | pinstore token hash [--name NAME] [--scopes read,write] < secret"
+	if helpAsked(args) {
+		fmt.Fprintln(stdout, usage)
+		return nil
+	}
 	if len(args) == 0 {
 		return errors.New(usage)
 	}
@@ -37,11 +40,10 @@ func runToken(args []string, getenv func(string) string, stdin io.Reader, stdout
 
 // runTokenMint prints a user token signed with PINSTORE_TOKEN_SECRET.
 func runTokenMint(args []string, getenv func(string) string, now time.Time, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("token mint", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("token mint", "token mint --user ID [--ttl 24h]\n\nprints a user token signed with PINSTORE_TOKEN_SECRET", stderr)
 	user := fs.String("user", "", "the user ID the token acts as (required)")
 	ttl := fs.Duration("ttl", 24*time.Hour, "how long the token is valid")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -78,11 +80,10 @@ func runTokenMint(args []string, getenv func(string) string, now time.Time, stdo
 // runTokenHash reads a service token's secret on stdin (one line) and
 // prints its tokens-file entry.
 func runTokenHash(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("token hash", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("token hash", "token hash [--name N] [--scopes read,write,admin] < secret\n\nprints the tokens-file line for the service token whose secret is on stdin", stderr)
 	name := fs.String("name", "service", "the token's name, as logs will show it")
 	scopes := fs.String("scopes", "read", "comma-separated scopes among read, write, admin")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
@@ -134,22 +135,23 @@ type authConfig struct {
 // PINSTORE_DEV) and checks it against the listen address. Without any
 // token it refuses, unless PINSTORE_DEV=true; development mode listens on
 // loopback only. It returns the middleware for api.Config.Auth, nil when
-// auth is off. Errors never hold a secret.
-func serveAuth(env authEnv, addr string, logger *slog.Logger) (func(http.Handler) http.Handler, error) {
+// auth is off, and the Authenticator (whose service tokens serve reloads).
+// Errors never hold a secret.
+func serveAuth(env authEnv, addr string, logger *slog.Logger) (func(http.Handler) http.Handler, *auth.Authenticator, error) {
 	c, err := loadAuthConfig(env, addr)
 	if err != nil {
-		return nil, fmt.Errorf("serve: %w", err)
+		return nil, nil, fmt.Errorf("serve: %w", err)
 	}
 	if c.auth == nil {
 		logger.Warn("AUTHENTICATION IS OFF: development mode (PINSTORE_DEV=true) without PINSTORE_TOKENS_FILE or PINSTORE_TOKEN_SECRET; every request is served unauthenticated, on loopback only",
 			"addr", addr)
-		return nil, nil
+		return nil, nil, nil
 	}
 	if c.dev {
 		logger.Warn("development mode (PINSTORE_DEV=true): listening on loopback only", "addr", addr)
 	}
 	logger.Info("authentication on", "service_tokens", c.services, "user_tokens", c.userToken, "rate_limit_per_s", c.rate, "rate_burst", c.burst)
-	return auth.Middleware(c.auth, api.AuthFailure(logger)), nil
+	return auth.Middleware(c.auth, api.AuthFailure(logger)), c.auth, nil
 }
 
 func loadAuthConfig(env authEnv, addr string) (authConfig, error) {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -29,11 +28,13 @@ func openStore(ctx context.Context, getenv func(string) string, stderr io.Writer
 }
 
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("migrate", "migrate [--per-host N]\n\ncreates and upgrades every shard database the shard map names", stderr)
 	par := fs.Int("per-host", 4, "shards migrated at once on each host")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("migrate: unexpected arguments %q", fs.Args())
 	}
 	s, err := openStore(ctx, getenv, stderr)
 	if err != nil {
@@ -48,7 +49,14 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	return nil
 }
 
-func runShards(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+func runShards(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := newFlags("shards", "shards\n\nprints the shard map and whether each host answers", stderr)
+	if err := parseFlags(fs, args, stdout); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("shards: unexpected arguments %q", fs.Args())
+	}
 	s, err := openStore(ctx, getenv, io.Discard)
 	if err != nil {
 		return err
@@ -73,11 +81,13 @@ func runShards(ctx context.Context, args []string, getenv func(string) string, s
 }
 
 func runRepair(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("repair", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("repair", "repair [--dry-run]\n\nfinds and fixes pairs with one side missing, feeds, and the username index", stderr)
 	dry := fs.Bool("dry-run", false, "only count broken pairs")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("repair: unexpected arguments %q", fs.Args())
 	}
 	s, err := openStore(ctx, getenv, stderr)
 	if err != nil {
@@ -112,30 +122,45 @@ type idJSON struct {
 	LocalID  uint64 `json:"local_id"`
 }
 
-func runID(args []string, stdout io.Writer) error {
+// idUsage is the usage of `pinstore id`.
+const idUsage = "usage: pinstore id decode ID | pinstore id encode --shard S --type T --local L"
+
+func runID(args []string, stdout, stderr io.Writer) error {
+	if helpAsked(args) {
+		fmt.Fprintln(stdout, idUsage)
+		return nil
+	}
 	if len(args) == 0 {
-		return fmt.Errorf("usage: pinstore id decode ID | id encode --shard S --type T --local L")
+		return fmt.Errorf("%s", idUsage)
 	}
 	switch args[0] {
 	case "decode":
-		if len(args) != 2 {
+		fs := newFlags("id decode", "id decode ID\n\nprints an ID's shard, type and local id as JSON", stderr)
+		if err := parseFlags(fs, args[1:], stdout); err != nil {
+			return err
+		}
+		if fs.NArg() != 1 {
 			return fmt.Errorf("usage: pinstore id decode ID")
 		}
-		id, p, err := idcodec.Parse(args[1])
+		arg := fs.Arg(0)
+		id, p, err := idcodec.Parse(arg)
 		if err != nil {
-			return fmt.Errorf("%q: %w", args[1], err)
+			return fmt.Errorf("%q: %w", arg, err)
 		}
 		if !p.Type.Known() {
-			return fmt.Errorf("%q: unknown type %d", args[1], p.Type)
+			return fmt.Errorf("%q: unknown type %d", arg, p.Type)
 		}
 		return json.NewEncoder(stdout).Encode(idJSON{strconv.FormatUint(id, 10), p.Shard, uint16(p.Type), p.Type.String(), p.Local})
 	case "encode":
-		fs := flag.NewFlagSet("id encode", flag.ContinueOnError)
+		fs := newFlags("id encode", "id encode --shard S --type T --local L\n\nprints the ID with those parts", stderr)
 		shard := fs.Uint64("shard", 0, "shard (0-65535)")
 		typ := fs.String("type", "", "type: pin, board, user, comment, or its number")
 		local := fs.Uint64("local", 0, "local id (1 … 2^36-1)")
-		if err := fs.Parse(args[1:]); err != nil {
+		if err := parseFlags(fs, args[1:], stdout); err != nil {
 			return err
+		}
+		if fs.NArg() > 0 {
+			return fmt.Errorf("id encode: unexpected arguments %q", fs.Args())
 		}
 		t, ok := idcodec.ParseType(*typ)
 		if !ok {

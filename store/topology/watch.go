@@ -2,13 +2,12 @@ package topology
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"log/slog"
 	"os"
-	"syscall"
 	"time"
 
+	"github.com/pinstore/pinstore/internal/filewatch"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
 
@@ -60,31 +59,9 @@ func (r *Router) buildFrom(old *Topology, data []byte) (*Topology, error) {
 	return r.build(m)
 }
 
-// mapStamp is what a poll compares cheaply before reading the file.
-type mapStamp struct {
-	size  int64
-	mtime time.Time
-	ino   string
-}
-
-func stampOf(fi os.FileInfo) mapStamp {
-	st := mapStamp{size: fi.Size(), mtime: fi.ModTime()}
-	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
-		st.ino = fmt.Sprintf("%d:%d", sys.Dev, sys.Ino)
-	}
-	return st
-}
-
-// racyWindow: a file whose mtime is this recent may be rewritten with the
-// same size and mtime (coarse file-system clocks), so it is re-read and
-// hashed even when its stat looks unchanged (git's "racy" rule).
-const racyWindow = 2 * time.Second
-
 // Watch polls the shard map file every interval (DefaultMapPoll when
-// every <= 0) until ctx is done. Each poll stats the path afresh (editors
-// and move-shards replace the file rather than rewrite it); when size,
-// mtime or inode changed, or the mtime is recent, it reads the file and
-// compares a hash of its content with the last one seen. New content is
+// every <= 0) until ctx is done. Each poll looks for new content as
+// internal/filewatch does (move-shards replaces the file). New content is
 // put in force with the same checks as ReloadFile and logged as "shard
 // map reloaded" with the new version and a summary; a rejected map is
 // logged at ERROR once per distinct content, and the map in force stays.
@@ -100,7 +77,7 @@ func (r *Router) Watch(ctx context.Context, every time.Duration, logger *slog.Lo
 	if every <= 0 {
 		every = DefaultMapPoll
 	}
-	w := &mapWatcher{r: r, path: r.cfg.MapFile, log: logger}
+	w := &mapWatcher{r: r, file: filewatch.New(r.cfg.MapFile), log: logger}
 	w.poll() // the file may have changed since Open
 	tk := time.NewTicker(every)
 	defer tk.Stop()
@@ -115,46 +92,28 @@ func (r *Router) Watch(ctx context.Context, every time.Duration, logger *slog.Lo
 }
 
 type mapWatcher struct {
-	r       *Router
-	path    string
-	log     *slog.Logger
-	stamp   mapStamp
-	hash    [32]byte
-	seen    bool   // hash is valid
-	lastErr string // last logged read error, to log each once
+	r    *Router
+	file *filewatch.File
+	log  *slog.Logger
 }
 
 func (w *mapWatcher) poll() {
-	fi, err := os.Stat(w.path)
+	data, changed, err := w.file.Changed()
 	if err != nil {
-		w.readError(err)
+		w.log.Error("shard map file unreadable; keeping the map in force", "file", w.file.Path(), "error", err.Error(), "version", w.r.Map().Version())
+	}
+	if !changed {
 		return
 	}
-	st := stampOf(fi)
-	if w.seen && st == w.stamp && time.Since(st.mtime) > racyWindow {
-		return
-	}
-	data, err := os.ReadFile(w.path)
-	if err != nil {
-		w.readError(err)
-		return
-	}
-	w.lastErr = ""
-	w.stamp = st
-	h := sha256.Sum256(data)
-	if w.seen && h == w.hash {
-		return
-	}
-	w.hash, w.seen = h, true
 	before := w.r.Map().Version()
 	if err := w.reload(data); err != nil {
 		w.log.Error("shard map rejected; keeping the map in force",
-			"file", w.path, "error", err.Error(), "version", before)
+			"file", w.file.Path(), "error", err.Error(), "version", before)
 		return
 	}
 	m := w.r.Map()
 	if v := m.Version(); v != before {
-		w.log.Info("shard map reloaded", "file", w.path, "version", v, "previous", before,
+		w.log.Info("shard map reloaded", "file", w.file.Path(), "version", v, "previous", before,
 			"ranges", len(m.Ranges), "hosts", len(m.Hosts), "summary", m.Summary())
 	}
 }
@@ -173,16 +132,7 @@ func (w *mapWatcher) reload(data []byte) error {
 		return nil
 	}
 	if !w.r.cur.CompareAndSwap(old, t) {
-		w.seen = false
+		w.file.Forget()
 	}
 	return nil
-}
-
-func (w *mapWatcher) readError(err error) {
-	msg := err.Error()
-	if msg == w.lastErr {
-		return
-	}
-	w.lastErr = msg
-	w.log.Error("shard map file unreadable; keeping the map in force", "file", w.path, "error", msg, "version", w.r.Map().Version())
 }
