@@ -169,7 +169,7 @@ func TestPermissions(t *testing.T) {
 		{"user token, another's pin", userTok, "PATCH", "/v1/pins/" + vecPin, patchBody, fakeStore{owners: ownerIs(otherUser), get: boardOf(otherPin)}, 403, "this pin belongs to another user", []string{"Owners", "Get"}},
 		// Another user's secret board or pin is as absent as a missing one:
 		// the same 404 and problem, never a 403 that would confirm it.
-		{"user token, another's secret pin", userTok, "PATCH", "/v1/pins/" + vecPin, patchBody, fakeStore{owners: ownerIs(otherUser), get: boardOf(otherSecretPin)}, 404, "pin not found", []string{"Owners", "Get"}},
+		{"user token, another's secret pin", userTok, "PATCH", "/v1/pins/" + vecPin, patchBody, fakeStore{owners: ownerIs(otherUser), get: boardOf(otherSecretPin)}, 404, "pin " + vecPin + " not found", []string{"Owners", "Get"}},
 		{"user token reads another's secret pin", userTok, "GET", "/v1/pins/" + vecPin, "", fakeStore{get: boardOf(otherSecretPin)}, 404, "pin not found", []string{"Get"}},
 		{"user token reads its secret pin", userTok, "GET", "/v1/pins/" + vecPin, "", fakeStore{get: boardOf(ownSecretPin)}, 200, "", []string{"Get"}},
 		{"service token reads a secret pin", readTok, "GET", "/v1/pins/" + vecPin, "", fakeStore{get: boardOf(otherSecretPin)}, 200, "", []string{"Get"}},
