@@ -20,33 +20,35 @@ import (
 // read; nothing else is rewritten.
 
 // setPinsSecret gives every live pin of board the flag secret, inside the
-// board's update transaction.
+// board's update transaction: one statement reads the list, one per 500
+// pins locks and reads them, one per 500 writes those that change.
 func setPinsSecret(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, board uint64, secret bool, at time.Time) error {
 	entries, err := shardsql.ReadAllEntries(ctx, tx, sh.DB, model.BoardPins, board)
+	if err != nil || len(entries) == 0 {
+		return err
+	}
+	locals := make([]uint64, len(entries))
+	for i, e := range entries {
+		locals[i] = idcodec.LocalOf(e.To)
+	}
+	docs, err := shardsql.LockDocs(ctx, tx, sh.DB, idcodec.TypePin, locals)
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		local := idcodec.LocalOf(e.To)
-		_, d, err := readLive(ctx, tx, op, sh, idcodec.TypePin, local, shardsql.ForUpdate)
-		if model.IsCode(err, model.ENotFound) {
-			continue // deleted, and leaving the list in this transaction's wake
-		}
-		if err != nil {
-			return err
-		}
-		pin := d.(*model.PinDoc)
-		if pin.Secret == secret {
-			continue
-		}
-		pin.Secret = secret
-		b, err := json.Marshal(pin)
+	changed := make(map[uint64][]byte, len(docs))
+	for local, raw := range docs {
+		d, err := model.DecodeDoc(idcodec.TypePin, raw)
 		if err != nil {
 			return model.Wrap(op, model.EInternal, "", err)
 		}
-		if err := shardsql.UpdateObject(ctx, tx, sh.DB, idcodec.TypePin, local, b, at); err != nil {
-			return err
+		pin := d.(*model.PinDoc)
+		if !pin.Active || pin.Secret == secret {
+			continue // deleted (and leaving the list), or already so
+		}
+		pin.Secret = secret
+		if changed[local], err = json.Marshal(pin); err != nil {
+			return model.Wrap(op, model.EInternal, "", err)
 		}
 	}
-	return nil
+	return shardsql.UpdateDocs(ctx, tx, sh.DB, idcodec.TypePin, changed, at)
 }

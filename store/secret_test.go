@@ -86,3 +86,38 @@ func mustGet(t *testing.T, s *Store, pin uint64) model.Object {
 	}
 	return o
 }
+
+// BenchmarkBoardSecretFlip: one PATCH of a board's secret flag, which
+// rewrites the board and its 1,000 pins in one transaction.
+func BenchmarkBoardSecretFlip(b *testing.B) {
+	s, _ := openTestB(b)
+	o, err := s.CreateUser(ctx, model.UserDoc{Username: "flip"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	bo, err := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(o.ID), Name: "b"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for range 1000 {
+		if _, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(bo.ID), Link: "https://example.com/x"}, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	secret := false
+	b.ResetTimer()
+	for b.Loop() {
+		secret = !secret
+		_, err := s.Update(ctx, bo.ID, idcodec.TypeBoard, 0, func(doc []byte) ([]byte, error) {
+			var d model.BoardDoc
+			if err := json.Unmarshal(doc, &d); err != nil {
+				return nil, err
+			}
+			d.Secret = secret
+			return json.Marshal(&d)
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
