@@ -222,6 +222,9 @@ func (s *Server) ownsRef(ctx context.Context, id uint64, typ idcodec.Type, i int
 		return err
 	}
 	if uint64(doc.Refs()[i]) != p.UserID {
+		if !visibleTo(o, p.UserID) {
+			return hidden(typ) // another user's secret board: as if missing
+		}
 		return forbidden("%s", refusal)
 	}
 	return nil
@@ -242,6 +245,11 @@ func ownsPinInPath(s *Server, r *http.Request, p auth.Principal) error {
 		return errorf(model.ENotFound, "pin %d not found", id)
 	}
 	if owner != p.UserID {
+		if err := s.checkVisible(r.Context(), id, typePin, p.UserID); model.IsCode(err, model.ENotFound) {
+			return errorf(model.ENotFound, "pin %d not found", id) // another user's secret pin: as if missing
+		} else if err != nil {
+			return err
+		}
 		return forbidden("this pin belongs to another user")
 	}
 	return nil

@@ -95,6 +95,11 @@ var (
 	otherUser  = idString(idcodec.MustEncode(3429, idcodec.TypeUser, 734))
 	otherBoard = []byte(`{"owner_id":"` + otherUser + `","name":"theirs","active":true}`)
 	ownBoard   = []byte(`{"owner_id":"` + vecUser + `","name":"mine","active":true}`)
+
+	otherSecretBoard = []byte(`{"owner_id":"` + otherUser + `","name":"theirs","secret":true,"active":true}`)
+	otherPin         = []byte(`{"board_id":"` + vecBoard + `","owner_id":"` + otherUser + `","active":true}`)
+	otherSecretPin   = []byte(`{"board_id":"` + vecBoard + `","owner_id":"` + otherUser + `","secret":true,"active":true}`)
+	ownSecretPin     = []byte(`{"board_id":"` + vecBoard + `","owner_id":"` + vecUser + `","secret":true,"active":true}`)
 )
 
 // asPrincipal is a Config.Auth that authenticates every request as p; a
@@ -161,7 +166,20 @@ func TestPermissions(t *testing.T) {
 		{"user token, its board", userTok, "DELETE", "/v1/boards/" + vecBoard, "", fakeStore{get: boardOf(ownBoard)}, 500, "", []string{"Get", "Delete"}},
 		{"user token moves on another's board", userTok, "PUT", "/v1/boards/" + vecBoard + "/pins/" + vecPin + "/position", `{"before":"68719476737"}`, fakeStore{get: boardOf(otherBoard)}, 403, "this board belongs to another user", []string{"Get"}},
 		{"user token, another's comment", userTok, "DELETE", "/v1/comments/" + fuzzComment, "", fakeStore{get: boardOf([]byte(`{"pin_id":"` + vecPin + `","author_id":"` + otherUser + `","text":"t","active":true}`))}, 403, "this comment is another user's", []string{"Get"}},
-		{"user token, another's pin", userTok, "PATCH", "/v1/pins/" + vecPin, patchBody, fakeStore{owners: ownerIs(otherUser)}, 403, "this pin belongs to another user", []string{"Owners"}},
+		{"user token, another's pin", userTok, "PATCH", "/v1/pins/" + vecPin, patchBody, fakeStore{owners: ownerIs(otherUser), get: boardOf(otherPin)}, 403, "this pin belongs to another user", []string{"Owners", "Get"}},
+		// Another user's secret board or pin is as absent as a missing one:
+		// the same 404 and problem, never a 403 that would confirm it.
+		{"user token, another's secret pin", userTok, "PATCH", "/v1/pins/" + vecPin, patchBody, fakeStore{owners: ownerIs(otherUser), get: boardOf(otherSecretPin)}, 404, "pin " + vecPin + " not found", []string{"Owners", "Get"}},
+		{"user token reads another's secret pin", userTok, "GET", "/v1/pins/" + vecPin, "", fakeStore{get: boardOf(otherSecretPin)}, 404, "pin not found", []string{"Get"}},
+		{"user token reads its secret pin", userTok, "GET", "/v1/pins/" + vecPin, "", fakeStore{get: boardOf(ownSecretPin)}, 200, "", []string{"Get"}},
+		{"service token reads a secret pin", readTok, "GET", "/v1/pins/" + vecPin, "", fakeStore{get: boardOf(otherSecretPin)}, 200, "", []string{"Get"}},
+		{"user token, another's secret board", userTok, "PATCH", "/v1/boards/" + vecBoard, `{"secret":false}`, fakeStore{get: boardOf(otherSecretBoard)}, 404, "board not found", []string{"Get"}},
+		{"user token makes another's board secret", userTok, "PATCH", "/v1/boards/" + vecBoard, `{"secret":true}`, fakeStore{get: boardOf(otherBoard)}, 403, "this board belongs to another user", []string{"Get"}},
+		{"user token lists another's secret board", userTok, "GET", "/v1/boards/" + vecBoard + "/pins", "", fakeStore{get: boardOf(otherSecretBoard)}, 404, "board not found", []string{"Get"}},
+		{"user token, likers of another's secret pin", userTok, "GET", "/v1/pins/" + vecPin + "/likers", "", fakeStore{get: boardOf(otherSecretPin)}, 404, "pin not found", []string{"Get"}},
+		{"user token, saves of another's secret pin", userTok, "GET", "/v1/pins/" + vecPin + "/saves", "", fakeStore{get: boardOf(otherSecretPin)}, 404, "pin not found", []string{"Get"}},
+		{"read token cannot save", readTok, "POST", "/v1/pins/" + vecPin + "/saves", `{"board_id":"` + vecBoard + `"}`, fakeStore{}, 403, "this route needs scope write", nil},
+		{"user token saves", userTok, "POST", "/v1/pins/" + vecPin + "/saves", `{"board_id":"` + vecBoard + `"}`, fakeStore{}, 500, "", []string{"SavePin"}},
 		{"user token, pin gone", userTok, "DELETE", "/v1/pins/" + vecPin, "", fakeStore{owners: ownerIs("")}, 404, "not found", []string{"Owners"}},
 		{"user token, its pin", userTok, "DELETE", "/v1/pins/" + vecPin, "", fakeStore{owners: ownerIs(vecUser)}, 500, "", []string{"Owners", "Delete"}},
 		{"user token without a user", auth.Principal{Name: "user:0", Kind: auth.KindUser, Scopes: auth.ScopeRead | auth.ScopeWrite}, "POST", "/v1/boards", `{"owner_id":"` + vecUser + `","name":"x"}`, fakeStore{}, 403, "this token may only act as its own user", nil},

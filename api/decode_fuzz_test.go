@@ -136,6 +136,12 @@ func (fuzzStore) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) 
 	stored.OwnerID = mustID(vecUser) // as the store does: the board's owner
 	return created(idcodec.TypePin, &stored)
 }
+func (fuzzStore) SavePin(ctx context.Context, source, board, actor uint64) (model.Object, bool, error) {
+	record(ctx, "SavePin")
+	doc := model.PinDoc{BoardID: model.ID(board), OwnerID: mustID(vecUser), SavedFrom: model.ID(source), Active: true}
+	o, err := created(idcodec.TypePin, &doc)
+	return o, true, err
+}
 func (fuzzStore) CreateComment(ctx context.Context, doc model.CommentDoc) (model.Object, error) {
 	if err := doc.Validate(model.Limits{}); err != nil {
 		return model.Object{}, err

@@ -49,6 +49,10 @@ func (f *fakeStore) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.
 	}
 	return model.Object{}, unset("CreateBoard")
 }
+func (f *fakeStore) SavePin(ctx context.Context, source, board, actor uint64) (model.Object, bool, error) {
+	f.note("SavePin")
+	return model.Object{}, false, unset("SavePin")
+}
 func (f *fakeStore) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (model.Object, error) {
 	if err := doc.Validate(f.limits); err != nil {
 		return model.Object{}, err

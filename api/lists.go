@@ -58,10 +58,15 @@ func (s *Server) list(m model.Mapping) handlerFunc {
 		if err != nil {
 			return err
 		}
+		viewer := actor(r.Context())
+		if err := s.checkVisible(r.Context(), from, m.From(), viewer); err != nil {
+			return err // a secret board's or pin's lists are as absent as the object
+		}
 		l, objs, err := s.lists.ListObjects(r.Context(), m, from, p) // ENotFound when from is not live
 		if err != nil {
 			return err
 		}
+		objs = visible(objs, viewer)
 		page, err := s.page(r.Context(), v, objs, l.NextCursor, &l.Count)
 		if err != nil {
 			return err
@@ -106,6 +111,9 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// Whoever reads it, a feed shows what its user may see: the pins of
+	// secret boards leave it while their board is secret.
+	objs = visible(objs, user)
 	page, err := s.page(ctx, v, objs, l.NextCursor, nil)
 	if err != nil {
 		return err

@@ -31,6 +31,13 @@ type Creator interface {
 	// CreateComment places the comment on its pin's shard and adds
 	// pin_comments. ENotFound when the pin or the author does not exist.
 	CreateComment(ctx context.Context, doc model.CommentDoc) (model.Object, error)
+	// SavePin saves the pin source to board: a new pin there, owned by
+	// the board's owner, naming source in saved_from; created is false
+	// when the board already held a save of source (obj is that pin).
+	// ENotFound when either is not live, or source is on a secret board
+	// of another user than the board's owner; EForbidden when actor is
+	// not 0 and the board is not actor's.
+	SavePin(ctx context.Context, source, board, actor uint64) (obj model.Object, created bool, err error)
 }
 
 // ObjectReader reads live objects by id. The permissions read boards and
@@ -127,7 +134,7 @@ func (s *Server) createBoard(w http.ResponseWriter, r *http.Request) error {
 	if err := actAs(r.Context(), owner, "a user token may only create boards for its own user"); err != nil {
 		return err
 	}
-	doc := model.BoardDoc{OwnerID: model.ID(owner), Name: req.Name, Description: req.Description, Data: storedData(req.Data), Active: true}
+	doc := model.BoardDoc{OwnerID: model.ID(owner), Name: req.Name, Description: req.Description, Data: storedData(req.Data), Secret: req.Secret, Active: true}
 	o, err := s.creates.CreateBoard(r.Context(), doc)
 	if err != nil {
 		return err
@@ -191,6 +198,13 @@ func (s *Server) getObject(typ idcodec.Type) handlerFunc {
 		o, err := s.objects.Get(r.Context(), id, typ)
 		if err != nil {
 			return err
+		}
+		if viewer := actor(r.Context()); !visibleTo(o, viewer) {
+			return hidden(typ)
+		} else if typ == typeComment {
+			if err := s.checkVisible(r.Context(), id, typ, viewer); err != nil {
+				return err
+			}
 		}
 		return writeObject(w, http.StatusOK, o)
 	}
@@ -274,6 +288,7 @@ func (s *Server) getMany(typ idcodec.Type) handlerFunc {
 			if objs, err = s.objects.GetMany(r.Context(), ids, typ); err != nil {
 				return err
 			}
+			objs = visible(objs, actor(r.Context()))
 		}
 		byID := make(map[string]model.Object, len(objs))
 		for _, o := range objs {

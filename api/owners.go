@@ -60,6 +60,9 @@ func (s *Server) owners(w http.ResponseWriter, r *http.Request) error {
 		if owners, err = s.ownerCache.Owners(r.Context(), ids); err != nil {
 			return err
 		}
+		if err := s.hideSecretOwners(r.Context(), owners); err != nil {
+			return err
+		}
 	}
 	// An OwnersResponse, written in request order: every key is an ID
 	// that ParseID accepted, so decimal digits that need no escaping.
@@ -104,4 +107,32 @@ func digitString(raw json.RawMessage) (string, bool) {
 		}
 	}
 	return string(raw[1 : len(raw)-1]), true
+}
+
+// hideSecretOwners drops from owners the pins a user token may not see
+// (secret pins of others), read only for the pins not its user's own.
+func (s *Server) hideSecretOwners(ctx context.Context, owners map[uint64]uint64) error {
+	viewer := actor(ctx)
+	if viewer == 0 {
+		return nil
+	}
+	var others []uint64
+	for pin, owner := range owners {
+		if owner != viewer {
+			others = append(others, pin)
+		}
+	}
+	if len(others) == 0 {
+		return nil
+	}
+	seen, err := s.visibleIDs(ctx, others, typePin, viewer)
+	if err != nil {
+		return err
+	}
+	for _, pin := range others {
+		if !seen[pin] {
+			delete(owners, pin)
+		}
+	}
+	return nil
 }

@@ -30,6 +30,7 @@ type (
 		Name        string          `json:"name"`
 		Description string          `json:"description"`
 		Data        json.RawMessage `json:"data"`
+		Secret      bool            `json:"secret"`
 		objectFooter
 	}
 	// Pin is a pin as the API returns it.
@@ -41,6 +42,8 @@ type (
 		Description string          `json:"description"`
 		ImageURL    string          `json:"image_url"`
 		Data        json.RawMessage `json:"data"`
+		SavedFrom   *string         `json:"saved_from"` // null unless the pin is a save
+		Secret      bool            `json:"secret"`
 		objectFooter
 	}
 	// Comment is a comment as the API returns it.
@@ -133,13 +136,18 @@ func Payload(o model.Object) (any, error) {
 		if err := json.Unmarshal(o.Doc, &d); err != nil {
 			return nil, bad(err)
 		}
-		return Board{head, idString(uint64(d.OwnerID)), d.Name, d.Description, wireData(d.Data), foot}, nil
+		return Board{head, idString(uint64(d.OwnerID)), d.Name, d.Description, wireData(d.Data), d.Secret, foot}, nil
 	case idcodec.TypePin:
 		var d model.PinDoc
 		if err := json.Unmarshal(o.Doc, &d); err != nil {
 			return nil, bad(err)
 		}
-		return Pin{head, idString(uint64(d.BoardID)), idString(uint64(d.OwnerID)), d.Link, d.Description, d.ImageURL, wireData(d.Data), foot}, nil
+		var from *string
+		if d.SavedFrom != 0 {
+			f := idString(uint64(d.SavedFrom))
+			from = &f
+		}
+		return Pin{head, idString(uint64(d.BoardID)), idString(uint64(d.OwnerID)), d.Link, d.Description, d.ImageURL, wireData(d.Data), from, d.Secret, foot}, nil
 	case idcodec.TypeComment:
 		var d model.CommentDoc
 		if err := json.Unmarshal(o.Doc, &d); err != nil {
@@ -184,6 +192,10 @@ type (
 		Name        string          `json:"name"`
 		Description string          `json:"description"`
 		Data        json.RawMessage `json:"data"`
+		Secret      bool            `json:"secret"`
+	}
+	saveRequest struct {
+		BoardID string `json:"board_id"`
 	}
 	createPinRequest struct {
 		BoardID     string          `json:"board_id"`

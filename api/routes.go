@@ -65,6 +65,8 @@ func (s *Server) routeTable() []route {
 		{"PATCH", "/v1/pins/{id}", asPinOwner, s.patchObject(typePin)},
 		{"DELETE", "/v1/pins/{id}", asPinOwner, s.deleteObject(typePin)},
 		{"GET", "/v1/pins/{id}/likers", readAny, s.list(model.PinLikers)},
+		{"POST", "/v1/pins/{id}/saves", asBodyUser, s.savePin},
+		{"GET", "/v1/pins/{id}/saves", readAny, s.list(model.PinSaves)},
 		{"POST", "/v1/pins/{id}/comments", asBodyUser, s.createComment},
 		{"GET", "/v1/pins/{id}/comments", readAny, s.list(model.PinComments)},
 

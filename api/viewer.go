@@ -50,7 +50,7 @@ func (s *Server) hasEdge(m model.Mapping, param string) handlerFunc {
 		if err != nil {
 			return err
 		}
-		has, err := s.edges.HasMany(r.Context(), m, from, []uint64{to})
+		has, err := s.visibleEdges(r.Context(), m, from, []uint64{to})
 		if err != nil {
 			return err
 		}
@@ -78,7 +78,7 @@ func (s *Server) hasEdges(m model.Mapping) handlerFunc {
 		if err != nil {
 			return err
 		}
-		has, err := s.edges.HasMany(r.Context(), m, from, ids)
+		has, err := s.visibleEdges(r.Context(), m, from, ids)
 		if err != nil {
 			return err
 		}
@@ -146,4 +146,28 @@ func (s *Server) page(ctx context.Context, v viewer, objs []model.Object, next s
 	flags, err := s.edges.HasMany(ctx, v.edge, v.user, ids)
 	p.edge, p.flags = edgeNames[v.edge], flags
 	return p, err
+}
+
+// visibleEdges is HasMany, with the pins the request's user may not see
+// (secret pins of others) reported as not liked.
+func (s *Server) visibleEdges(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error) {
+	has, err := s.edges.HasMany(ctx, m, from, tos)
+	viewer := actor(ctx)
+	if err != nil || viewer == 0 || m.To() != typePin {
+		return has, err
+	}
+	var liked []uint64
+	for i, to := range tos {
+		if has[i] {
+			liked = append(liked, to)
+		}
+	}
+	if len(liked) == 0 {
+		return has, nil
+	}
+	seen, err := s.visibleIDs(ctx, liked, typePin, viewer)
+	for i, to := range tos {
+		has[i] = has[i] && seen[to]
+	}
+	return has, err
 }

@@ -35,13 +35,13 @@ type wireField struct {
 // wireFields lists each type's documented members, in wire order.
 var wireFields = [...][]wireField{
 	idcodec.TypeUser:    {{"username", ""}, {"display_name", `""`}, {"data", "{}"}},
-	idcodec.TypeBoard:   {{"owner_id", ""}, {"name", ""}, {"description", `""`}, {"data", "{}"}},
-	idcodec.TypePin:     {{"board_id", ""}, {"owner_id", ""}, {"link", `""`}, {"description", `""`}, {"image_url", `""`}, {"data", "{}"}},
+	idcodec.TypeBoard:   {{"owner_id", ""}, {"name", ""}, {"description", `""`}, {"data", "{}"}, {"secret", "false"}},
+	idcodec.TypePin:     {{"board_id", ""}, {"owner_id", ""}, {"link", `""`}, {"description", `""`}, {"image_url", `""`}, {"data", "{}"}, {"saved_from", "null"}, {"secret", "false"}},
 	idcodec.TypeComment: {{"pin_id", ""}, {"author_id", ""}, {"text", ""}, {"data", "{}"}},
 }
 
 // maxWireFields bounds len(wireFields[t]).
-const maxWireFields = 6
+const maxWireFields = 8
 
 // appendObject appends o's wire form to b.
 func appendObject(b []byte, o model.Object) ([]byte, error) {

@@ -77,3 +77,10 @@ func DecodeDoc(typ idcodec.Type, raw []byte) (Doc, error) {
 func ActiveOf(raw []byte) bool { return bytes.HasSuffix(raw, activeSuffix) }
 
 var activeSuffix = []byte(`"active":true}`)
+
+// SecretOf reports the "secret" flag of a stored live board or pin
+// document without decoding it: json.Marshal writes Secret just before
+// Active, and only when it is true.
+func SecretOf(raw []byte) bool { return bytes.HasSuffix(raw, secretSuffix) }
+
+var secretSuffix = []byte(`"secret":true,"active":true}`)

@@ -22,6 +22,8 @@ const (
 	UserLikes
 	PinLikers
 	PinComments
+	PinSavedFrom
+	PinSaves
 )
 
 type mappingInfo struct {
@@ -41,17 +43,19 @@ var mappings = [...]mappingInfo{
 	UserLikes:     {"user_likes", idcodec.TypeUser, idcodec.TypePin, PinLikers, true, "likes"},
 	PinLikers:     {"pin_likers", idcodec.TypePin, idcodec.TypeUser, UserLikes, false, "likes"},
 	PinComments:   {"pin_comments", idcodec.TypePin, idcodec.TypeComment, 0, true, "comments"},
+	PinSavedFrom:  {"pin_saved_from", idcodec.TypePin, idcodec.TypePin, PinSaves, true, "saved_from"},
+	PinSaves:      {"pin_saves", idcodec.TypePin, idcodec.TypePin, PinSavedFrom, false, "saves"},
 }
 
 // counted lists, per type, the lists whose lengths an object carries.
 var counted = [...][]Mapping{
 	idcodec.TypeUser:  {UserFollowers, UserFollowing, UserBoards, UserPins},
 	idcodec.TypeBoard: {BoardPins},
-	idcodec.TypePin:   {PinLikers, PinComments},
+	idcodec.TypePin:   {PinLikers, PinComments, PinSaves},
 }
 
 // Counted lists the lists whose lengths an object of typ carries (a pin
-// its likes and comments, a board its pins, a user their followers,
+// its likes, comments and saves, a board its pins, a user their followers,
 // following, boards and pins), in the order of Object.Counts. Every one
 // lives on the object's own shard, so they are read with the object.
 func Counted(typ idcodec.Type) []Mapping {
@@ -67,11 +71,11 @@ func (m Mapping) CountName() string { return mappings[m].count }
 
 // Mappings lists every mapping, in table order.
 func Mappings() []Mapping {
-	return []Mapping{UserBoards, BoardPins, UserPins, UserFollowing, UserFollowers, UserLikes, PinLikers, PinComments}
+	return []Mapping{UserBoards, BoardPins, UserPins, UserFollowing, UserFollowers, UserLikes, PinLikers, PinComments, PinSavedFrom, PinSaves}
 }
 
 // Valid reports whether m is a known mapping.
-func (m Mapping) Valid() bool { return m >= UserBoards && m <= PinComments }
+func (m Mapping) Valid() bool { return m >= UserBoards && m <= PinSaves }
 
 // Table is the mapping's table name in every shard.
 func (m Mapping) Table() string { return mappings[m].table }

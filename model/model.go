@@ -64,6 +64,7 @@ type (
 		Name        string          `json:"name"`
 		Description string          `json:"description,omitempty"`
 		Data        json.RawMessage `json:"data,omitempty"`
+		Secret      bool            `json:"secret,omitempty"` // visible only to its owner (and service tokens)
 		Active      bool            `json:"active"`
 	}
 	PinDoc struct {
@@ -73,6 +74,8 @@ type (
 		Description string          `json:"description,omitempty"`
 		ImageURL    string          `json:"image_url,omitempty"`
 		Data        json.RawMessage `json:"data,omitempty"`
+		SavedFrom   ID              `json:"saved_from,omitempty"` // the pin this one is a save of
+		Secret      bool            `json:"secret,omitempty"`     // its board's flag, copied by every change of it
 		Active      bool            `json:"active"`
 	}
 	CommentDoc struct {

@@ -22,12 +22,12 @@ import (
 // can never move an object, change its owner, or touch "active".
 
 // readOnlyFields are refused in every patch, whatever the type.
-var readOnlyFields = []string{"id", "type", "version", "created_at", "updated_at", "owner_id", "board_id", "pin_id", "author_id"}
+var readOnlyFields = []string{"id", "type", "version", "created_at", "updated_at", "owner_id", "board_id", "pin_id", "author_id", "saved_from", "secret"}
 
 // editableFields lists, per type, the fields a patch may set.
 var editableFields = map[idcodec.Type][]string{
 	idcodec.TypeUser:    {"username", "display_name", "data"},
-	idcodec.TypeBoard:   {"name", "description", "data"},
+	idcodec.TypeBoard:   {"name", "description", "data", "secret"},
 	idcodec.TypePin:     {"link", "description", "image_url", "data"},
 	idcodec.TypeComment: {"text", "data"},
 }

@@ -36,9 +36,9 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 	var pins []uint64 // pins deleted whose likes must go
 	var owner uint64  // their owner, whose followers' feeds hold them
 	var username string
-	var drains []shardsql.Pair
+	var drains, settles []shardsql.Pair // lists to empty; saves whose source's list must lose them
 	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
-		pins, drains = nil, nil
+		pins, drains, settles = nil, nil, nil
 		d, err := markDeleted(ctx, tx, op, sh, typ, local, ifVersion)
 		if err != nil {
 			return err
@@ -46,13 +46,15 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		switch d := d.(type) {
 		case *model.PinDoc:
 			pins, owner = append(pins, id), uint64(d.OwnerID)
-			err = unlistPin(ctx, tx, sh, uint64(d.BoardID), owner, id)
+			if settles, err = unsave(ctx, tx, sh, d, id); err == nil {
+				err = unlistPin(ctx, tx, sh, uint64(d.BoardID), owner, id)
+			}
 		case *model.BoardDoc:
 			if _, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserBoards, uint64(d.OwnerID), id); err != nil {
 				return err
 			}
 			owner = uint64(d.OwnerID)
-			pins, err = deleteBoardPins(ctx, tx, op, sh, id, owner)
+			pins, settles, err = deleteBoardPins(ctx, tx, op, sh, id, owner)
 		case *model.CommentDoc:
 			_, err = shardsql.RemoveEdge(ctx, tx, sh.DB, model.PinComments, uint64(d.PinID), id)
 		case *model.UserDoc:
@@ -65,7 +67,7 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 			return err
 		}
 		for _, pin := range pins {
-			drains = append(drains, drainMark(model.PinLikers, pin))
+			drains = append(drains, drainMark(model.PinLikers, pin), drainMark(model.PinSaves, pin))
 		}
 		at := shardsql.Now()
 		for _, p := range drains {
@@ -86,6 +88,11 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 	}
 	if typ == idcodec.TypeUser {
 		s.releaseUsername(ctx, op, usernameKey(username), id)
+	}
+	for _, p := range settles {
+		if err := s.settle(ctx, op, p); err != nil && !model.IsCode(err, model.ENotFound) {
+			return err
+		}
 	}
 	for _, p := range drains {
 		if err := s.drainList(ctx, op, p); err != nil {
@@ -110,6 +117,8 @@ func (s *Store) drainList(ctx context.Context, op string, p shardsql.Pair) error
 	switch p.M {
 	case model.PinLikers:
 		err = s.drain(ctx, op, model.PinLikers, p.From, model.UserLikes, true)
+	case model.PinSaves: // the saves stay, each with its own content; only the pairs go
+		err = s.drain(ctx, op, model.PinSaves, p.From, model.PinSavedFrom, true)
 	case model.UserFollowing:
 		err = s.drain(ctx, op, model.UserFollowing, p.From, model.UserFollowing, false)
 	case model.UserFollowers:
@@ -145,23 +154,32 @@ func unlistPin(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, board, o
 }
 
 // deleteBoardPins soft-deletes every pin of a board inside the board's
-// delete transaction (board, pins and both their lists share one shard).
-func deleteBoardPins(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, board, owner uint64) ([]uint64, error) {
+// delete transaction (board, pins and both their lists share one shard),
+// and returns them and the save pairs to settle (unsave).
+func deleteBoardPins(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, board, owner uint64) (pins []uint64, settles []shardsql.Pair, err error) {
 	entries, err := shardsql.ReadAllEntries(ctx, tx, sh.DB, model.BoardPins, board)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	pins := make([]uint64, 0, len(entries))
+	pins = make([]uint64, 0, len(entries))
 	for _, e := range entries {
-		if _, err := markDeleted(ctx, tx, op, sh, idcodec.TypePin, idcodec.LocalOf(e.To), 0); err != nil && !model.IsCode(err, model.ENotFound) {
-			return nil, err
+		d, err := markDeleted(ctx, tx, op, sh, idcodec.TypePin, idcodec.LocalOf(e.To), 0)
+		if err != nil && !model.IsCode(err, model.ENotFound) {
+			return nil, nil, err
+		}
+		if d != nil {
+			ps, err := unsave(ctx, tx, sh, d.(*model.PinDoc), e.To)
+			if err != nil {
+				return nil, nil, err
+			}
+			settles = append(settles, ps...)
 		}
 		if err := unlistPin(ctx, tx, sh, board, owner, e.To); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		pins = append(pins, e.To)
 	}
-	return pins, nil
+	return pins, settles, nil
 }
 
 // drain removes every pair of obj's list m (with its other side), in pages.

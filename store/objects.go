@@ -65,31 +65,50 @@ func (s *Store) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Obje
 // owner, and adds it to board_pins and user_pins in the same transaction,
 // with its feed fan-out recorded as due in feed_outbox (an author at or
 // above the pull threshold is pulled instead: no fan-out, see pullOrPush);
-// then it caches the owner and queues the fan-out. actor, when not 0, is the user the request
-// acts as: the board must be theirs, or the pin is refused with
-// EForbidden, checked on the board row the transaction reads. EInvalid
-// when board_id is no board's id; ENotFound when the board does not exist.
+// then it caches the owner and queues the fan-out. The pin carries its
+// board's secret flag. actor, when not 0, is the user the request acts as:
+// the board must be theirs, or the pin is refused with EForbidden, checked
+// on the board row the transaction reads. EInvalid when board_id is no
+// board's id; ENotFound when the board does not exist.
 func (s *Store) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (model.Object, error) {
-	const op = "store.CreatePin"
+	obj, _, err := s.createPin(ctx, "store.CreatePin", doc, actor, nil)
+	return obj, err
+}
+
+// createPin is CreatePin; with save set, the pin is a save of another pin
+// (saves.go), which save's hooks check and record in the same transaction.
+// created is false when save found the board's earlier save of the pin
+// (then obj is that pin).
+func (s *Store) createPin(ctx context.Context, op string, doc model.PinDoc, actor uint64, save *saveHooks) (obj model.Object, created bool, err error) {
 	doc.Active = true
 	if err := doc.Validate(s.cfg.Limits); err != nil {
-		return model.Object{}, err
+		return model.Object{}, false, err
 	}
 	sh, boardLocal, err := s.route(op, uint64(doc.BoardID), idcodec.TypeBoard)
 	if err != nil {
-		return model.Object{}, err
+		return model.Object{}, false, err
 	}
-	var obj model.Object
 	var seq int64
 	var pulled, newlyPulled bool
 	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+		created = false
 		_, bd, err := readLive(ctx, tx, op, sh, idcodec.TypeBoard, boardLocal, shardsql.ShareLock)
 		if err != nil {
 			return err
 		}
-		doc.OwnerID = bd.(*model.BoardDoc).OwnerID
+		board := bd.(*model.BoardDoc)
+		doc.OwnerID, doc.Secret = board.OwnerID, board.Secret
 		if actor != 0 && uint64(doc.OwnerID) != actor {
+			if board.Secret {
+				return notFound(op, idcodec.TypeBoard) // another user's secret board: as if missing
+			}
 			return model.Wrap(op, model.EForbidden, "a user token may only pin on its own user's boards", nil)
+		}
+		if save != nil {
+			var done bool
+			if obj, done, err = save.before(tx, sh, board); err != nil || done {
+				return err
+			}
 		}
 		b, err := s.marshalDoc(op, &doc)
 		if err != nil {
@@ -103,10 +122,16 @@ func (s *Store) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (
 		if err = shardsql.AddEdges(ctx, tx, sh.DB, obj.ID, seq, shardsql.ListRef{M: model.BoardPins, From: uint64(doc.BoardID)}, shardsql.ListRef{M: model.UserPins, From: uint64(doc.OwnerID)}); err != nil {
 			return err
 		}
-		pulled, newlyPulled, err = s.pullOrPush(ctx, tx, sh, obj.ID, uint64(doc.OwnerID), seq, at)
-		return err
+		if pulled, newlyPulled, err = s.pullOrPush(ctx, tx, sh, obj.ID, uint64(doc.OwnerID), seq, at); err != nil {
+			return err
+		}
+		created = true
+		if save != nil {
+			return save.after(tx, sh, obj.ID, at)
+		}
+		return nil
 	})
-	if err == nil {
+	if err == nil && created {
 		s.owners.Set(ctx, obj.ID, uint64(doc.OwnerID))
 		switch {
 		case newlyPulled:
@@ -115,7 +140,7 @@ func (s *Store) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (
 			s.feed.Enqueue(fanout.Job{Pin: obj.ID, Author: uint64(doc.OwnerID), Seq: seq, Outbox: true})
 		}
 	}
-	return obj, err
+	return obj, created, err
 }
 
 // CreateComment places the comment on its pin's shard and adds it to
@@ -136,8 +161,12 @@ func (s *Store) CreateComment(ctx context.Context, doc model.CommentDoc) (model.
 	}
 	var obj model.Object
 	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
-		if _, _, err := readLive(ctx, tx, op, sh, idcodec.TypePin, pinLocal, shardsql.ShareLock); err != nil {
+		_, pd, err := readLive(ctx, tx, op, sh, idcodec.TypePin, pinLocal, shardsql.ShareLock)
+		if err != nil {
 			return err
+		}
+		if pin := pd.(*model.PinDoc); pin.Secret && pin.OwnerID != doc.AuthorID {
+			return notFound(op, idcodec.TypePin) // another user's secret pin: as if missing
 		}
 		at := shardsql.Now()
 		if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeComment, b, at); err != nil {
@@ -240,6 +269,11 @@ func (s *Store) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 			}
 		}
 		at := shardsql.Now()
+		if bd, ok := nd.(*model.BoardDoc); ok && bd.Secret != old.(*model.BoardDoc).Secret {
+			if err := setPinsSecret(ctx, tx, op, sh, id, bd.Secret, at); err != nil {
+				return err
+			}
+		}
 		if err := shardsql.UpdateObject(ctx, tx, sh.DB, typ, local, b, at); err != nil {
 			return err
 		}

@@ -26,7 +26,7 @@ func (s *Store) pairRoute(op string, m model.Mapping, from, to uint64) (shardsql
 		return shardsql.Pair{}, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
 	}
 	inv, ok := m.Inverse()
-	if !ok {
+	if !ok || m == model.PinSavedFrom || m == model.PinSaves {
 		return shardsql.Pair{}, model.Wrap(op, model.EInvalid, m.String()+" is kept by creating and deleting objects", nil)
 	}
 	if _, _, err := s.route(op, from, m.From()); err != nil {
@@ -54,8 +54,15 @@ func (s *Store) AddMapping(ctx context.Context, m model.Mapping, from, to uint64
 	if p.M.From() == p.M.To() && p.From == p.To {
 		return model.Wrap(op, model.EInvalid, "an object cannot be linked to itself", nil)
 	}
-	if _, err := s.Get(ctx, p.To, p.M.To()); err != nil {
+	target, err := s.Get(ctx, p.To, p.M.To())
+	if err != nil {
 		return err
+	}
+	if p.M == model.UserLikes && model.SecretOf(target.Doc) {
+		// A pin on a secret board is as absent to others as a missing one.
+		if d, err := model.DecodeDoc(target.Type, target.Doc); err != nil || d.Refs()[1] != model.ID(p.From) {
+			return notFound(op, p.M.To())
+		}
 	}
 	fsh, fLocal, _ := s.route(op, p.From, p.M.From())
 	at := shardsql.Now()

@@ -41,7 +41,10 @@ func TestObjectsCarryTheirCounts(t *testing.T) {
 	if _, err := s.CreateComment(ctx, model.CommentDoc{PinID: model.ID(pin), AuthorID: model.ID(b), Text: "hi"}); err != nil {
 		t.Fatal(err)
 	}
-	wantPin := map[string]int64{"likes": 2, "comments": 1}
+	if _, _, err := s.SavePin(ctx, pin, mustBoard(t, s, mustUser(t, s, "d")), 0); err != nil {
+		t.Fatal(err)
+	}
+	wantPin := map[string]int64{"likes": 2, "comments": 1, "saves": 1}
 	wantA := map[string]int64{"followers": 2, "following": 1, "boards": 1, "pins": 2}
 	check := func(how string, o model.Object, want map[string]int64) {
 		t.Helper()
@@ -88,7 +91,7 @@ func TestObjectsCarryTheirCounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check("a new pin", np, map[string]int64{"likes": 0, "comments": 0})
+	check("a new pin", np, map[string]int64{"likes": 0, "comments": 0, "saves": 0})
 	up, err := s.Update(ctx, pin, idcodec.TypePin, 0, func(doc []byte) ([]byte, error) { return doc, nil })
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
 // A client generated from this repository's openapi.yaml (openapi-typescript
 // for the types in gen/current.ts, openapi-fetch for the calls) drives the
 // server through a product's screens: users with unique usernames, boards,
-// pins, follows and likes, the "do I like / do I follow" calls one at a
+// pins, follows and likes, saves and secret boards, the "do I like / do I follow" calls one at a
 // time and for a set, lists and the feed carrying the viewer's state, counts,
 // time ranges, pages by cursor, and the errors a client must handle.
 //
@@ -100,7 +100,8 @@ void run("current client", [
         await sleep(3);
         const p = ok(await api.POST("/v1/pins", { body: { board_id: board.id, description: `pin ${i}`, link: "https://example.com/" + i } }), 201, `create pin ${i}`);
         check(isID(p.id) && p.board_id === board.id && p.owner_id === carol.id, `pin ${JSON.stringify(p)}`);
-        eq(p.counts, { likes: 0, comments: 0 }, `pin ${i}: counts`);
+        eq(p.counts, { likes: 0, comments: 0, saves: 0 }, `pin ${i}: counts`);
+        eq([p.saved_from, p.secret], [null, false], `pin ${i}: no save, not secret`);
         check(p.viewer === undefined, `pin ${i}: a viewer without ?viewer`);
         pins.push(p);
         await sleep(3);
@@ -140,7 +141,7 @@ void run("current client", [
     "counts follow the edges",
     async () => {
       const p3 = ok(await api.GET("/v1/pins/{id}", { params: { path: { id: pins[3].id } } }), 200, "get pin 3");
-      eq(p3.counts, { likes: 2, comments: 0 }, "pin 3 counts");
+      eq(p3.counts, { likes: 2, comments: 0, saves: 0 }, "pin 3 counts");
       eq((await getUser(carol.id)).counts.followers, 1, "carol's followers");
       const b = await getUser(bob.id);
       eq([b.counts.following, b.counts.followers], [1, 1], "bob follows one, one follows bob");
@@ -196,6 +197,31 @@ void run("current client", [
       done(await api.PUT("/v1/boards/{id}/pins/{pin_id}/position", { params: { path: { id: board.id, pin_id: pins[0].id } }, body: { before: pins[4].id } }), "pin 0 to the top");
       eq(await walkBoardPins(2), [0, 4, 3, 2, 1].map((i) => pins[i].id), "the board's new order");
       fails(await api.GET("/v1/boards/{id}/pins", { params: { path: { id: board.id }, query: { since: marks[0] } } }), 400, "invalid_argument", "a time range on a hand-ordered board");
+    },
+  ],
+  [
+    "saves: a new pin naming its source, once per board; secret boards flag their pins",
+    async () => {
+      const annBoard = ok(await api.POST("/v1/boards", { body: { owner_id: ann.id, name: "Saved" } }), 201, "ann's board");
+      eq(annBoard.secret, false, "a board is public by default");
+      const first = await api.POST("/v1/pins/{id}/saves", { params: { path: { id: pins[4].id } }, body: { board_id: annBoard.id } });
+      const saved = ok(first, 201, "ann saves pin 4");
+      eq([saved.saved_from, saved.owner_id, saved.board_id, saved.description], [pins[4].id, ann.id, annBoard.id, pins[4].description], "the saved pin");
+      eq(first.response.headers.get("Location"), `/v1/pins/${saved.id}`, "the saved pin's Location");
+      const again = ok(await api.POST("/v1/pins/{id}/saves", { params: { path: { id: pins[4].id } }, body: { board_id: annBoard.id } }), 200, "ann saves pin 4 again");
+      eq(again.id, saved.id, "the same pin");
+      const saves = ok(await api.GET("/v1/pins/{id}/saves", { params: { path: { id: pins[4].id } } }), 200, "pin 4's saves");
+      eq([saves.items.map((p) => p.id), saves.count], [[saved.id], 1], "pin 4's saves list");
+      eq(ok(await api.GET("/v1/pins/{id}", { params: { path: { id: pins[4].id } } }), 200, "get pin 4").counts.saves, 1, "pin 4's saves count");
+
+      const secret = ok(await api.POST("/v1/boards", { body: { owner_id: ann.id, name: "Surprise", secret: true } }), 201, "a secret board");
+      const hidden = ok(await api.POST("/v1/pins/{id}/saves", { params: { path: { id: pins[1].id } }, body: { board_id: secret.id } }), 201, "a save to the secret board");
+      eq([secret.secret, hidden.secret], [true, true], "the secret board and its pin");
+      const open = ok(await api.PATCH("/v1/boards/{id}", { params: { path: { id: secret.id } }, body: { secret: false } }), 200, "the board made public");
+      eq(open.secret, false, "the board is public");
+      const shown = ok(await api.GET("/v1/pins/{id}", { params: { path: { id: hidden.id } } }), 200, "its pin");
+      eq([shown.secret, shown.version], [false, 2], "its pin is public, at version 2");
+      fails(await api.POST("/v1/pins/{id}/saves", { params: { path: { id: pins[4].id } }, body: { board_id: pins[4].id } }), 400, "invalid_argument", "a pin ID as the board");
     },
   ],
   [

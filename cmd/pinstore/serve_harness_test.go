@@ -490,6 +490,9 @@ type object struct {
 	OwnerID     string          `json:"owner_id"`
 	BoardID     string          `json:"board_id"`
 	PinID       string          `json:"pin_id"`
+	SavedFrom   *string         `json:"saved_from"`
+	Secret      bool            `json:"secret"`
+	Counts      map[string]int  `json:"counts"`
 	AuthorID    string          `json:"author_id"`
 	Description string          `json:"description"`
 	Text        string          `json:"text"`

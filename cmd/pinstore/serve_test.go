@@ -426,6 +426,12 @@ func TestServeErrorsWriteNothing(t *testing.T) {
 	board2 := s.create("/v1/boards", map[string]any{"owner_id": alice, "name": "Other"}).ID
 	boardCursor := *s.page("/v1/boards/" + board + "/pins?limit=1").NextCursor
 	followersCursor := *s.page("/v1/users/" + alice + "/followers?limit=1").NextCursor
+	// A secret board of alice with a pin, and bob's own board and token:
+	// to bob the secret ones are as absent as missing ones.
+	secretBoard := s.create("/v1/boards", map[string]any{"owner_id": alice, "name": "Secret", "secret": true}).ID
+	secretPin := s.create("/v1/pins", map[string]any{"board_id": secretBoard}).ID
+	bobBoard := s.create("/v1/boards", map[string]any{"owner_id": bob, "name": "Bob's"}).ID
+	asBob := bearerHdr(mintUserToken(t, bob, "1h"))
 	before := f.snapshot(s)
 	beforeDB := s.dbState()
 
@@ -611,6 +617,28 @@ func TestServeErrorsWriteNothing(t *testing.T) {
 		{"id as a float", 400, "invalid_argument", "GET", "/v1/pins/1e5", nil, nil, "not a decimal"},
 		{"id in hex", 400, "invalid_argument", "GET", "/v1/pins/0x10", nil, nil, "not a decimal"},
 		{"id in Arabic-Indic digits", 400, "invalid_argument", "GET", "/v1/pins/" + url.PathEscape("١٢٣"), nil, nil, "not a decimal"},
+
+		// Secret boards, to another user: 404 as for a missing object, and
+		// their flag is the owner's to change; saves: strict bodies.
+		{"stranger reads a secret pin", 404, "not_found", "GET", "/v1/pins/" + secretPin, nil, asBob, "pin not found"},
+		{"stranger lists a secret board", 404, "not_found", "GET", "/v1/boards/" + secretBoard + "/pins", nil, asBob, "board not found"},
+		{"stranger makes a secret board public", 404, "not_found", "PATCH", "/v1/boards/" + secretBoard, `{"secret":false}`, asBob, "board not found"},
+		{"stranger makes a board secret", 403, "forbidden", "PATCH", "/v1/boards/" + board, `{"secret":true}`, asBob, "another user"},
+		{"stranger deletes a secret pin", 404, "not_found", "DELETE", "/v1/pins/" + secretPin, nil, asBob, "not found"},
+		{"stranger pins on a secret board", 404, "not_found", "POST", "/v1/pins", map[string]any{"board_id": secretBoard}, asBob, "board not found"},
+		{"stranger likes a secret pin", 404, "not_found", "PUT", "/v1/users/" + bob + "/likes/" + secretPin, nil, asBob, "pin not found"},
+		{"stranger comments on a secret pin", 404, "not_found", "POST", "/v1/pins/" + secretPin + "/comments", map[string]any{"author_id": bob, "text": "hi"}, asBob, "pin not found"},
+		{"stranger saves a secret pin", 404, "not_found", "POST", "/v1/pins/" + secretPin + "/saves", map[string]any{"board_id": bobBoard}, asBob, "pin not found"},
+		{"service token saves a secret pin for a stranger", 404, "not_found", "POST", "/v1/pins/" + secretPin + "/saves", map[string]any{"board_id": bobBoard}, nil, "pin not found"},
+		{"save to another's board", 403, "forbidden", "POST", "/v1/pins/" + pin + "/saves", map[string]any{"board_id": board}, asBob, ""},
+		{"save without a board", 400, "invalid_argument", "POST", "/v1/pins/" + pin + "/saves", map[string]any{}, nil, "board_id"},
+		{"save with an unknown field", 400, "invalid_argument", "POST", "/v1/pins/" + pin + "/saves", map[string]any{"board_id": bobBoard, "secret": true}, nil, ""},
+		{"save of an unknown pin", 404, "not_found", "POST", "/v1/pins/" + unknownSibling(t, pin) + "/saves", map[string]any{"board_id": bobBoard}, nil, ""},
+		{"save to an unknown board", 404, "not_found", "POST", "/v1/pins/" + pin + "/saves", map[string]any{"board_id": unknownSibling(t, board)}, nil, ""},
+		{"secret that is no boolean", 400, "invalid_argument", "POST", "/v1/boards", map[string]any{"owner_id": alice, "name": "x", "secret": "yes"}, nil, ""},
+		{"patch a board's secret with a string", 400, "invalid_argument", "PATCH", "/v1/boards/" + board, `{"secret":"yes"}`, nil, ""},
+		{"patch a pin's secret", 400, "invalid_argument", "PATCH", "/v1/pins/" + pin, `{"secret":true}`, nil, "read-only"},
+		{"patch a pin's saved_from", 400, "invalid_argument", "PATCH", "/v1/pins/" + pin, `{"saved_from":"` + f.pins[1] + `"}`, nil, "read-only"},
 
 		// Cursors: tampered, foreign, duplicated.
 		{"tampered cursor", 400, "invalid_argument", "GET", "/v1/boards/" + board + "/pins?cursor=" + url.QueryEscape(flipMiddle(boardCursor)), nil, nil, "cursor"},

@@ -1,0 +1,104 @@
+package shardsql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/pinstore/pinstore/idcodec"
+)
+
+const boardSavesTable = "board_saves"
+
+// BoardSave reads the pin that saved source to board, with lock; 0 when
+// the board holds no save of it.
+func BoardSave(ctx context.Context, q sqlx.QueryerContext, db DB, board, source uint64, lock Lock) (uint64, error) {
+	var saved uint64
+	err := q.QueryRowxContext(ctx, "SELECT saved_pin_id FROM "+db.table(boardSavesTable)+" WHERE board_id = ? AND source_pin_id = ?"+string(lock), board, source).Scan(&saved)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	return saved, err
+}
+
+// InsertBoardSave records that saved is board's save of source. A board
+// that already holds a save of source is a duplicate key (IsDuplicate):
+// of two racing saves exactly one inserts.
+func InsertBoardSave(ctx context.Context, x sqlx.ExecerContext, db DB, board, source, saved uint64) error {
+	_, err := x.ExecContext(ctx, "INSERT INTO "+db.table(boardSavesTable)+" (board_id, source_pin_id, saved_pin_id) VALUES (?, ?, ?)", board, source, saved)
+	return err
+}
+
+// DeleteBoardSave forgets saved as a save on board (its pin is deleted).
+func DeleteBoardSave(ctx context.Context, x sqlx.ExecerContext, db DB, board, saved uint64) error {
+	_, err := x.ExecContext(ctx, "DELETE FROM "+db.table(boardSavesTable)+" WHERE board_id = ? AND saved_pin_id = ?", board, saved)
+	return err
+}
+
+// LockDocs reads the documents of the objects locals of type typ with
+// one statement per 500, locking their rows (FOR UPDATE), by local id;
+// a missing row is left out.
+func LockDocs(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.Type, locals []uint64) (map[uint64][]byte, error) {
+	out := make(map[uint64][]byte, len(locals))
+	for start := 0; start < len(locals); start += docBatch {
+		part := locals[start:min(start+docBatch, len(locals))]
+		args := make([]any, len(part))
+		for i, l := range part {
+			args[i] = l
+		}
+		rows, err := q.QueryxContext(ctx, "SELECT local_id, doc FROM "+db.table(objectTables[typ])+" WHERE local_id IN (?"+strings.Repeat(", ?", len(part)-1)+") FOR UPDATE", args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var l uint64
+			var doc []byte
+			if err := rows.Scan(&l, &doc); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			out[l] = doc
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// UpdateDocs replaces the documents of objects of type typ (by local id)
+// and raises each one's version, with one statement per 500: UpdateObject
+// for many.
+func UpdateDocs(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.Type, docs map[uint64][]byte, at time.Time) error {
+	locals := make([]uint64, 0, len(docs))
+	for l := range docs {
+		locals = append(locals, l)
+	}
+	for start := 0; start < len(locals); start += docBatch {
+		part := locals[start:min(start+docBatch, len(locals))]
+		var b strings.Builder
+		args := make([]any, 0, 3*len(part)+1)
+		b.WriteString("UPDATE " + db.table(objectTables[typ]) + " SET doc = CASE local_id")
+		for _, l := range part {
+			b.WriteString(" WHEN ? THEN ?")
+			args = append(args, l, docs[l])
+			touch(x, db.ID(typ, l))
+		}
+		b.WriteString(" END, version = version + 1, updated_at = ? WHERE local_id IN (?" + strings.Repeat(", ?", len(part)-1) + ")")
+		args = append(args, at)
+		for _, l := range part {
+			args = append(args, l)
+		}
+		if _, err := x.ExecContext(ctx, b.String(), args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// docBatch bounds the objects one statement of LockDocs or UpdateDocs names.
+const docBatch = 500
