@@ -47,16 +47,20 @@ func (s *Store) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Obje
 		return model.Object{}, err
 	}
 	var obj model.Object
-	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
-		if _, _, err := readLive(ctx, tx, op, sh, idcodec.TypeUser, ownerLocal, shardsql.ShareLock); err != nil {
-			return err
-		}
-		at := shardsql.Now()
-		if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeBoard, b, at); err != nil {
-			return err
-		}
-		_, err = shardsql.AddEdge(ctx, tx, sh.DB, model.UserBoards, uint64(doc.OwnerID), obj.ID, shardsql.Sequence(at))
-		return err
+	err = s.keyed(ctx, op, sh, func(kc *keyClaim) error {
+		return s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+			if _, _, err := readLive(ctx, tx, op, sh, idcodec.TypeUser, ownerLocal, shardsql.ShareLock); err != nil {
+				return err
+			}
+			at := shardsql.Now()
+			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeBoard, b, at); err != nil {
+				return err
+			}
+			if _, err = shardsql.AddEdge(ctx, tx, sh.DB, model.UserBoards, uint64(doc.OwnerID), obj.ID, shardsql.Sequence(at)); err != nil {
+				return err
+			}
+			return kc.complete(ctx, tx, op, obj)
+		})
 	})
 	return obj, err
 }
@@ -80,28 +84,33 @@ func (s *Store) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (
 	}
 	var obj model.Object
 	var seq int64
-	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
-		_, bd, err := readLive(ctx, tx, op, sh, idcodec.TypeBoard, boardLocal, shardsql.ShareLock)
-		if err != nil {
-			return err
-		}
-		doc.OwnerID = bd.(*model.BoardDoc).OwnerID
-		if actor != 0 && uint64(doc.OwnerID) != actor {
-			return model.Wrap(op, model.EForbidden, "a user token may only pin on its own user's boards", nil)
-		}
-		b, err := s.marshalDoc(op, &doc)
-		if err != nil {
-			return err
-		}
-		at := shardsql.Now()
-		if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, b, at); err != nil {
-			return err
-		}
-		seq = shardsql.Sequence(at)
-		if err = shardsql.AddEdges(ctx, tx, sh.DB, obj.ID, seq, shardsql.ListRef{M: model.BoardPins, From: uint64(doc.BoardID)}, shardsql.ListRef{M: model.UserPins, From: uint64(doc.OwnerID)}); err != nil {
-			return err
-		}
-		return shardsql.InsertOutbox(ctx, tx, sh.DB, obj.ID, uint64(doc.OwnerID), seq, at)
+	err = s.keyed(ctx, op, sh, func(kc *keyClaim) error {
+		return s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+			_, bd, err := readLive(ctx, tx, op, sh, idcodec.TypeBoard, boardLocal, shardsql.ShareLock)
+			if err != nil {
+				return err
+			}
+			doc.OwnerID = bd.(*model.BoardDoc).OwnerID
+			if actor != 0 && uint64(doc.OwnerID) != actor {
+				return model.Wrap(op, model.EForbidden, "a user token may only pin on its own user's boards", nil)
+			}
+			b, err := s.marshalDoc(op, &doc)
+			if err != nil {
+				return err
+			}
+			at := shardsql.Now()
+			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, b, at); err != nil {
+				return err
+			}
+			seq = shardsql.Sequence(at)
+			if err = shardsql.AddEdges(ctx, tx, sh.DB, obj.ID, seq, shardsql.ListRef{M: model.BoardPins, From: uint64(doc.BoardID)}, shardsql.ListRef{M: model.UserPins, From: uint64(doc.OwnerID)}); err != nil {
+				return err
+			}
+			if err = shardsql.InsertOutbox(ctx, tx, sh.DB, obj.ID, uint64(doc.OwnerID), seq, at); err != nil {
+				return err
+			}
+			return kc.complete(ctx, tx, op, obj)
+		})
 	})
 	if err == nil {
 		s.owners.Set(ctx, obj.ID, uint64(doc.OwnerID))
@@ -119,24 +128,28 @@ func (s *Store) CreateComment(ctx context.Context, doc model.CommentDoc) (model.
 	if err != nil {
 		return model.Object{}, err
 	}
-	if _, err := s.Get(ctx, uint64(doc.AuthorID), idcodec.TypeUser); err != nil {
-		return model.Object{}, err
-	}
 	sh, pinLocal, err := s.route(op, uint64(doc.PinID), idcodec.TypePin)
 	if err != nil {
 		return model.Object{}, err
 	}
 	var obj model.Object
-	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
-		if _, _, err := readLive(ctx, tx, op, sh, idcodec.TypePin, pinLocal, shardsql.ShareLock); err != nil {
+	err = s.keyed(ctx, op, sh, func(kc *keyClaim) error {
+		if _, err := s.Get(ctx, uint64(doc.AuthorID), idcodec.TypeUser); err != nil {
 			return err
 		}
-		at := shardsql.Now()
-		if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeComment, b, at); err != nil {
-			return err
-		}
-		_, err = shardsql.AddEdge(ctx, tx, sh.DB, model.PinComments, uint64(doc.PinID), obj.ID, shardsql.Sequence(at))
-		return err
+		return s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+			if _, _, err := readLive(ctx, tx, op, sh, idcodec.TypePin, pinLocal, shardsql.ShareLock); err != nil {
+				return err
+			}
+			at := shardsql.Now()
+			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeComment, b, at); err != nil {
+				return err
+			}
+			if _, err = shardsql.AddEdge(ctx, tx, sh.DB, model.PinComments, uint64(doc.PinID), obj.ID, shardsql.Sequence(at)); err != nil {
+				return err
+			}
+			return kc.complete(ctx, tx, op, obj)
+		})
 	})
 	return obj, err
 }
