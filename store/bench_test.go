@@ -1,6 +1,8 @@
 package store
 
 import (
+	"encoding/json"
+	"strconv"
 	"testing"
 
 	"github.com/pinstore/pinstore/idcodec"
@@ -50,4 +52,35 @@ func BenchmarkStore(b *testing.B) {
 			}
 		}
 	})
+}
+
+// What an idempotency key costs a create: the claim (one insert of its
+// own) and the completion (one update in the create's transaction).
+//
+//	go test -run '^$' -bench CreatePinKey -benchtime 2000x -count 5 ./store
+func BenchmarkCreatePinKey(b *testing.B) {
+	s, _ := openTestB(b)
+	u, _ := s.CreateUser(ctx, model.UserDoc{Username: "bench"})
+	bd, _ := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(u.ID), Name: "b"})
+	render := func(o model.Object) ([]byte, error) { return json.Marshal(o) }
+	for _, keyed := range []bool{false, true} {
+		name := "none"
+		if keyed {
+			name = "key"
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				c := ctx
+				if keyed {
+					i++
+					c = model.WithIdempotency(ctx, model.NewIdempotency("bench", strconv.Itoa(i)+"-"+strconv.Itoa(b.N), "POST", "/v1/pins", []byte("{}"), render))
+				}
+				if _, err := s.CreatePin(c, model.PinDoc{BoardID: model.ID(bd.ID), Link: "https://example.com/p"}, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
