@@ -109,7 +109,7 @@ func (s *Store) claimKey(ctx context.Context, op string, sh topology.Shard) (*ke
 		case now.Sub(r.ClaimedAt) < model.IdempotencyLease:
 			return nil, model.Wrap(op, model.EKeyInUse, "a request with this Idempotency-Key is still running; retry later", nil)
 		}
-		ok, err := shardsql.TakeKey(ctx, db, sh.DB, k.Hash[:], k.Fingerprint[:], r.Claim, claim, now, expires, !expired)
+		ok, err := shardsql.TakeKey(ctx, db, sh.DB, k.Hash[:], k.Fingerprint[:], r.Claim, r.State, claim, now, expires, !expired)
 		if err != nil {
 			return nil, classify(op, sh, err)
 		}

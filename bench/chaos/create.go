@@ -36,12 +36,14 @@ func (w *worker) create(ctx context.Context, op, path string, body any, key stri
 		return a
 	}
 	res := "unresolved"
+	wait := 100 * time.Millisecond
 	for end := time.Now().Add(retryFor); time.Now().Before(end); {
-		time.Sleep(time.Duration(100+w.rng.IntN(200)) * time.Millisecond)
+		time.Sleep(wait + time.Duration(w.rng.IntN(200))*time.Millisecond)
 		a = w.c.doKey(ctx, http.MethodPost, path, body, "", key)
 		w.st.record(op+"_retry", a, false)
 		if a.outcome == rejected && a.status == http.StatusConflict && problemCode(a.body) == "idempotency_key_in_use" {
-			continue // the first request still runs, or died and holds the key for its lease
+			wait = time.Second // as its Retry-After says: the first request still runs, or died and holds the key for its lease
+			continue
 		}
 		if a.outcome == acked && a.replayed {
 			res = "replayed"

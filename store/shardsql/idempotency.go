@@ -44,16 +44,17 @@ func ReadKey(ctx context.Context, q sqlx.QueryerContext, db DB, key []byte, lock
 }
 
 // TakeKey gives the row of key to a new claim, as pending with
-// fingerprint, if it still holds old (a claim past its lease, or an
-// expired row): the conditional update of a takeover. It reports whether
-// it did; keepObject false also forgets the object a user create noted.
-func TakeKey(ctx context.Context, x sqlx.ExecerContext, db DB, key, fingerprint []byte, old, claim uint64, at, expires time.Time, keepObject bool) (bool, error) {
+// fingerprint, if it is still as the taker read it: claim old in state
+// (a pending claim past its lease, or an expired row). A claimant that
+// completed the row meanwhile keeps it. It reports whether it took it;
+// keepObject false also forgets the object a user create noted.
+func TakeKey(ctx context.Context, x sqlx.ExecerContext, db DB, key, fingerprint []byte, old uint64, state int, claim uint64, at, expires time.Time, keepObject bool) (bool, error) {
 	obj := "0"
 	if keepObject {
 		obj = "object_id"
 	}
-	res, err := x.ExecContext(ctx, "UPDATE "+db.table(idemTable)+" SET fingerprint = ?, state = ?, claim = ?, claimed_at = ?, expires_at = ?, response = NULL, object_id = "+obj+" WHERE key_hash = ? AND claim = ?",
-		fingerprint, KeyPending, claim, at, expires, key, old)
+	res, err := x.ExecContext(ctx, "UPDATE "+db.table(idemTable)+" SET fingerprint = ?, state = ?, claim = ?, claimed_at = ?, expires_at = ?, response = NULL, object_id = "+obj+" WHERE key_hash = ? AND claim = ? AND state = ?",
+		fingerprint, KeyPending, claim, at, expires, key, old, state)
 	return affected(res, err)
 }
 
