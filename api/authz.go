@@ -104,10 +104,11 @@ func (s *Server) guard(who permission, h http.Handler) http.Handler {
 			writeError(w, r, s.logger, err)
 			return
 		}
+		ctx := context.WithValue(r.Context(), scopeKey, keyScope(p))
 		if p.IsUser() {
-			r = r.WithContext(context.WithValue(r.Context(), actorKey, p.UserID))
+			ctx = context.WithValue(ctx, actorKey, p.UserID)
 		}
-		h.ServeHTTP(w, r)
+		h.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
 

@@ -58,6 +58,8 @@ var errorStatus = map[string]struct {
 	EMethodNotAllowed:     {http.StatusMethodNotAllowed, "Method not allowed", ""},
 	model.EConflict:       {http.StatusConflict, "Conflict", ""},
 	model.EUsernameTaken:  {http.StatusConflict, "Username taken", ""},
+	model.EKeyInUse:       {http.StatusConflict, "Idempotency key in use", "1"},
+	model.EKeyReused:      {http.StatusUnprocessableEntity, "Idempotency key reused", ""},
 	model.EVersion:        {http.StatusPreconditionFailed, "Version mismatch", ""},
 	model.ETooLarge:       {http.StatusRequestEntityTooLarge, "Too large", ""},
 	EUnsupportedMediaType: {http.StatusUnsupportedMediaType, "Unsupported media type", ""},

@@ -35,6 +35,8 @@ func TestStatusOf(t *testing.T) {
 		model.EUnavailable:    503,
 		model.EMoving:         503,
 		model.EShardFull:      503,
+		model.EKeyInUse:       409,
+		model.EKeyReused:      422,
 		"no_such_code":        500,
 	}
 	for code, status := range want {

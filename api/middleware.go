@@ -25,6 +25,7 @@ type ctxKey int
 const (
 	requestIDKey ctxKey = iota // the request id (withRequestID)
 	actorKey                   // the user a user token acts as (guard, authz.go)
+	scopeKey                   // who the request's idempotency keys belong to (guard, authz.go)
 )
 
 // RequestIDHeader carries the request id in and out.

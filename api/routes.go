@@ -29,7 +29,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/docs", public, s.docsPage},
 		{"GET", "/docs/redoc.standalone.js", public, s.redocScript},
 
-		{"POST", "/v1/users", servicesOnly, s.createUser},
+		{"POST", "/v1/users", servicesOnly, s.idempotent(s.createUser)},
 		{"GET", "/v1/users", readAny, s.getMany(typeUser)},
 		{"GET", "/v1/usernames/{username}", readAny, s.userByUsername},
 		{"GET", "/v1/users/{id}", readAny, s.getObject(typeUser)},
@@ -50,7 +50,7 @@ func (s *Server) routeTable() []route {
 		{"DELETE", "/v1/users/{id}/likes/{pin_id}", asPathUser, s.deleteMapping(model.UserLikes, "pin_id")},
 		{"GET", "/v1/users/{id}/feed", readAny, s.feed},
 
-		{"POST", "/v1/boards", asBodyUser, s.createBoard},
+		{"POST", "/v1/boards", asBodyUser, s.idempotent(s.createBoard)},
 		{"GET", "/v1/boards", readAny, s.getMany(typeBoard)},
 		{"GET", "/v1/boards/{id}", readAny, s.getObject(typeBoard)},
 		{"PATCH", "/v1/boards/{id}", asBoardOwner, s.patchObject(typeBoard)},
@@ -58,16 +58,16 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/boards/{id}/pins", readAny, s.list(model.BoardPins)},
 		{"PUT", "/v1/boards/{id}/pins/{pin_id}/position", asBoardOwner, s.movePin},
 
-		{"POST", "/v1/pins", asBodyUser, s.createPin},
+		{"POST", "/v1/pins", asBodyUser, s.idempotent(s.createPin)},
 		{"GET", "/v1/pins", readAny, s.getMany(typePin)},
-		{"POST", "/v1/pins/owners", readAny, s.owners},
+		{"POST", "/v1/pins/owners", readAny, s.idempotent(s.owners)},
 		{"GET", "/v1/pins/{id}", readAny, s.getObject(typePin)},
 		{"PATCH", "/v1/pins/{id}", asPinOwner, s.patchObject(typePin)},
 		{"DELETE", "/v1/pins/{id}", asPinOwner, s.deleteObject(typePin)},
 		{"GET", "/v1/pins/{id}/likers", readAny, s.list(model.PinLikers)},
-		{"POST", "/v1/pins/{id}/saves", asBodyUser, s.savePin},
+		{"POST", "/v1/pins/{id}/saves", asBodyUser, s.idempotent(s.savePin)},
 		{"GET", "/v1/pins/{id}/saves", readAny, s.list(model.PinSaves)},
-		{"POST", "/v1/pins/{id}/comments", asBodyUser, s.createComment},
+		{"POST", "/v1/pins/{id}/comments", asBodyUser, s.idempotent(s.createComment)},
 		{"GET", "/v1/pins/{id}/comments", readAny, s.list(model.PinComments)},
 
 		{"GET", "/v1/comments/{id}", readAny, s.getObject(typeComment)},

@@ -1,7 +1,10 @@
 package store
 
 import (
+	"encoding/json"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
@@ -50,4 +53,36 @@ func BenchmarkStore(b *testing.B) {
 			}
 		}
 	})
+}
+
+// What an idempotency key costs a create: the claim (one insert of its
+// own) and the completion (one update in the create's transaction). Each
+// iteration makes one pin without a key and one with a new key, timed
+// apart, so drift on a shared machine hits both alike.
+//
+//	go test -run '^$' -bench CreatePinKey -benchtime 2000x -count 3 ./store
+func BenchmarkCreatePinKey(b *testing.B) {
+	s, _ := openTestB(b)
+	u, _ := s.CreateUser(ctx, model.UserDoc{Username: "bench"})
+	bd, _ := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(u.ID), Name: "b"})
+	render := func(o model.Object) ([]byte, error) { return json.Marshal(o) }
+	doc := model.PinDoc{BoardID: model.ID(bd.ID), Link: "https://example.com/p"}
+	var none, keyed time.Duration
+	n := 0
+	for b.Loop() {
+		n++
+		t0 := time.Now()
+		if _, err := s.CreatePin(ctx, doc, 0); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		c := model.WithIdempotency(ctx, model.NewIdempotency("bench", strconv.Itoa(n)+"-"+t1.String(), "POST", "/v1/pins", []byte("{}"), render))
+		if _, err := s.CreatePin(c, doc, 0); err != nil {
+			b.Fatal(err)
+		}
+		none, keyed = none+t1.Sub(t0), keyed+time.Since(t1)
+	}
+	b.ReportMetric(float64(none.Nanoseconds())/float64(n), "ns/create")
+	b.ReportMetric(float64(keyed.Nanoseconds())/float64(n), "ns/keyed-create")
+	b.ReportMetric(float64(keyed)/float64(none), "keyed/plain")
 }

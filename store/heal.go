@@ -26,16 +26,26 @@ const (
 
 // healLoop settles, at start-up and then every interval, the pairs marked
 // in pair_outbox that no request settled: what a server that died between
-// the two sides of a pair left. It stops when ctx is done.
+// the two sides of a pair left; at start-up and then hourly it deletes
+// expired idempotency keys (SweepKeys). It stops when ctx is done.
 func (s *Store) healLoop(ctx context.Context, every time.Duration) {
 	olderThan := time.Duration(0) // at start-up: everything, a dead server's marks included
 	t := time.NewTicker(every)
 	defer t.Stop()
+	var keysSwept time.Time
 	for {
 		if n, err := s.HealPairs(ctx, olderThan); err != nil {
 			s.log.Warn("pair sweep incomplete; the next one retries", "err", model.ErrorMessage(err))
 		} else if n > 0 {
 			s.log.Info("pair sweep: settled pairs a request left unfinished", "pairs", n)
+		}
+		if time.Since(keysSwept) >= keySweepEvery {
+			keysSwept = time.Now()
+			if n, err := s.SweepKeys(ctx); err != nil {
+				s.log.Warn("idempotency key sweep incomplete; the next one retries", "err", model.ErrorMessage(err))
+			} else if n > 0 {
+				s.log.Info("idempotency key sweep: deleted expired keys", "keys", n)
+			}
 		}
 		olderThan = pairGrace
 		select {

@@ -47,16 +47,20 @@ func (s *Store) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Obje
 		return model.Object{}, err
 	}
 	var obj model.Object
-	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
-		if _, _, err := readLive(ctx, tx, op, sh, idcodec.TypeUser, ownerLocal, shardsql.ShareLock); err != nil {
-			return err
-		}
-		at := shardsql.Now()
-		if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeBoard, b, at); err != nil {
-			return err
-		}
-		_, err = shardsql.AddEdge(ctx, tx, sh.DB, model.UserBoards, uint64(doc.OwnerID), obj.ID, shardsql.Sequence(at))
-		return err
+	err = s.keyed(ctx, op, sh, func(kc *keyClaim) error {
+		return s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+			if _, _, err := readLive(ctx, tx, op, sh, idcodec.TypeUser, ownerLocal, shardsql.ShareLock); err != nil {
+				return err
+			}
+			at := shardsql.Now()
+			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeBoard, b, at); err != nil {
+				return err
+			}
+			if _, err = shardsql.AddEdge(ctx, tx, sh.DB, model.UserBoards, uint64(doc.OwnerID), obj.ID, shardsql.Sequence(at)); err != nil {
+				return err
+			}
+			return kc.complete(ctx, tx, op, obj)
+		})
 	})
 	return obj, err
 }
@@ -90,46 +94,53 @@ func (s *Store) createPin(ctx context.Context, op string, doc model.PinDoc, acto
 	}
 	var seq int64
 	var pulled, newlyPulled bool
-	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
-		created = false
-		_, bd, err := readLive(ctx, tx, op, sh, idcodec.TypeBoard, boardLocal, shardsql.ShareLock)
-		if err != nil {
-			return err
-		}
-		board := bd.(*model.BoardDoc)
-		doc.OwnerID, doc.Secret = board.OwnerID, board.Secret
-		if actor != 0 && uint64(doc.OwnerID) != actor {
-			if board.Secret {
-				return notFound(op, idcodec.TypeBoard) // another user's secret board: as if missing
-			}
-			return model.Wrap(op, model.EForbidden, "a user token may only pin on its own user's boards", nil)
-		}
-		if save != nil {
-			var done bool
-			if obj, done, err = save.before(tx, sh, board); err != nil || done {
+	err = s.keyed(ctx, op, sh, func(kc *keyClaim) error {
+		return s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+			created = false
+			_, bd, err := readLive(ctx, tx, op, sh, idcodec.TypeBoard, boardLocal, shardsql.ShareLock)
+			if err != nil {
 				return err
 			}
-		}
-		b, err := s.marshalDoc(op, &doc)
-		if err != nil {
-			return err
-		}
-		at := shardsql.Now()
-		if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, b, at); err != nil {
-			return err
-		}
-		seq = shardsql.Sequence(at)
-		if err = shardsql.AddEdges(ctx, tx, sh.DB, obj.ID, seq, shardsql.ListRef{M: model.BoardPins, From: uint64(doc.BoardID)}, shardsql.ListRef{M: model.UserPins, From: uint64(doc.OwnerID)}); err != nil {
-			return err
-		}
-		if pulled, newlyPulled, err = s.pullOrPush(ctx, tx, sh, obj.ID, uint64(doc.OwnerID), seq, at); err != nil {
-			return err
-		}
-		created = true
-		if save != nil {
-			return save.after(tx, sh, obj.ID, at)
-		}
-		return nil
+			board := bd.(*model.BoardDoc)
+			doc.OwnerID, doc.Secret = board.OwnerID, board.Secret
+			if actor != 0 && uint64(doc.OwnerID) != actor {
+				if board.Secret {
+					return notFound(op, idcodec.TypeBoard) // another user's secret board: as if missing
+				}
+				return model.Wrap(op, model.EForbidden, "a user token may only pin on its own user's boards", nil)
+			}
+			if save != nil {
+				var done bool
+				if obj, done, err = save.before(tx, sh, board); err != nil {
+					return err
+				}
+				if done {
+					return kc.complete(ctx, tx, op, obj)
+				}
+			}
+			b, err := s.marshalDoc(op, &doc)
+			if err != nil {
+				return err
+			}
+			at := shardsql.Now()
+			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, b, at); err != nil {
+				return err
+			}
+			seq = shardsql.Sequence(at)
+			if err = shardsql.AddEdges(ctx, tx, sh.DB, obj.ID, seq, shardsql.ListRef{M: model.BoardPins, From: uint64(doc.BoardID)}, shardsql.ListRef{M: model.UserPins, From: uint64(doc.OwnerID)}); err != nil {
+				return err
+			}
+			if pulled, newlyPulled, err = s.pullOrPush(ctx, tx, sh, obj.ID, uint64(doc.OwnerID), seq, at); err != nil {
+				return err
+			}
+			created = true
+			if save != nil {
+				if err := save.after(tx, sh, obj.ID, at); err != nil {
+					return err
+				}
+			}
+			return kc.complete(ctx, tx, op, obj)
+		})
 	})
 	if err == nil && created {
 		s.owners.Set(ctx, obj.ID, uint64(doc.OwnerID))
@@ -152,28 +163,32 @@ func (s *Store) CreateComment(ctx context.Context, doc model.CommentDoc) (model.
 	if err != nil {
 		return model.Object{}, err
 	}
-	if _, err := s.Get(ctx, uint64(doc.AuthorID), idcodec.TypeUser); err != nil {
-		return model.Object{}, err
-	}
 	sh, pinLocal, err := s.route(op, uint64(doc.PinID), idcodec.TypePin)
 	if err != nil {
 		return model.Object{}, err
 	}
 	var obj model.Object
-	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
-		_, pd, err := readLive(ctx, tx, op, sh, idcodec.TypePin, pinLocal, shardsql.ShareLock)
-		if err != nil {
+	err = s.keyed(ctx, op, sh, func(kc *keyClaim) error {
+		if _, err := s.Get(ctx, uint64(doc.AuthorID), idcodec.TypeUser); err != nil {
 			return err
 		}
-		if pin := pd.(*model.PinDoc); pin.Secret && pin.OwnerID != doc.AuthorID {
-			return notFound(op, idcodec.TypePin) // another user's secret pin: as if missing
-		}
-		at := shardsql.Now()
-		if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeComment, b, at); err != nil {
-			return err
-		}
-		_, err = shardsql.AddEdge(ctx, tx, sh.DB, model.PinComments, uint64(doc.PinID), obj.ID, shardsql.Sequence(at))
-		return err
+		return s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+			_, pd, err := readLive(ctx, tx, op, sh, idcodec.TypePin, pinLocal, shardsql.ShareLock)
+			if err != nil {
+				return err
+			}
+			if pin := pd.(*model.PinDoc); pin.Secret && pin.OwnerID != doc.AuthorID {
+				return notFound(op, idcodec.TypePin) // another user's secret pin: as if missing
+			}
+			at := shardsql.Now()
+			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeComment, b, at); err != nil {
+				return err
+			}
+			if _, err = shardsql.AddEdge(ctx, tx, sh.DB, model.PinComments, uint64(doc.PinID), obj.ID, shardsql.Sequence(at)); err != nil {
+				return err
+			}
+			return kc.complete(ctx, tx, op, obj)
+		})
 	})
 	return obj, err
 }

@@ -54,8 +54,9 @@ func errTaken(op, name string) error {
 	return model.Wrap(op, model.EUsernameTaken, "the username "+model.QuoteInput(name)+" is taken", nil)
 }
 
-// CreateUser places a new user on a random shard among the open ranges and
-// claims its username (see above). EUsernameTaken when another user holds
+// CreateUser places a new user on a random shard among the open ranges
+// (with an idempotency key, the open shard the key picks: idempotency.go)
+// and claims its username (see above). EUsernameTaken when another user holds
 // the name, in any case; EInvalid or ETooLarge when the document does not
 // validate.
 func (s *Store) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object, error) {
@@ -71,31 +72,54 @@ func (s *Store) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object
 		return model.Object{}, err
 	}
 	key := usernameKey(doc.Username)
-	sh := s.router.Current().RandomOpen()
+	sh := s.userShard(ctx)
 	var obj model.Object
-	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
-		at := shardsql.Now()
-		if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeUser, pending, at); err != nil {
+	err = s.keyed(ctx, op, sh, func(kc *keyClaim) error {
+		if kc != nil && kc.prior != 0 { // a dead claimant's user: finish it
+			o, done, err := s.resumeUser(ctx, op, kc)
+			if err != nil || done {
+				obj = o
+				return err
+			}
+		}
+		err := s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+			at := shardsql.Now()
+			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeUser, pending, at); err != nil {
+				return err
+			}
+			if err := shardsql.InsertUserClaim(ctx, tx, sh.DB, obj.ID, key, at); err != nil {
+				return err
+			}
+			return kc.note(ctx, tx, op, obj.ID)
+		})
+		if err != nil {
 			return err
 		}
-		return shardsql.InsertUserClaim(ctx, tx, sh.DB, obj.ID, key, at)
+		if kc != nil {
+			kc.held = true // from here the sweep may finish the user
+		}
+		if err := s.claimUsername(ctx, op, key, obj.ID); err != nil {
+			if model.IsCode(err, model.EUsernameTaken) {
+				if derr := s.dropUser(ctx, op, obj.ID); derr != nil {
+					s.log.Warn("a user that lost its name is left for the sweep", "user", obj.ID, "err", model.ErrorMessage(derr))
+				} else if kc != nil {
+					kc.held = false // dropped: nothing of this create remains
+				}
+				return errTaken(op, doc.Username)
+			}
+			return err // the sweep finishes or drops the user
+		}
+		obj.Doc = b
+		return s.endPending(ctx, op, obj.ID, func(tx *shardsql.Tx, sh topology.Shard, local uint64) error {
+			if err := shardsql.SetDoc(ctx, tx, sh.DB, idcodec.TypeUser, local, b); err != nil {
+				return err
+			}
+			return kc.complete(ctx, tx, op, obj)
+		}) // on an error the user is claimed: the sweep makes it visible
 	})
 	if err != nil {
 		return model.Object{}, err
 	}
-	if err := s.claimUsername(ctx, op, key, obj.ID); err != nil {
-		if model.IsCode(err, model.EUsernameTaken) {
-			if derr := s.dropUser(ctx, op, obj.ID); derr != nil {
-				s.log.Warn("a user that lost its name is left for the sweep", "user", obj.ID, "err", model.ErrorMessage(derr))
-			}
-			return model.Object{}, errTaken(op, doc.Username)
-		}
-		return model.Object{}, err // the sweep finishes or drops the user
-	}
-	if err := s.activateUser(ctx, op, obj.ID, b); err != nil {
-		return model.Object{}, err // claimed: the sweep makes the user visible
-	}
-	obj.Doc = b
 	return obj, nil
 }
 

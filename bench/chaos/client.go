@@ -46,8 +46,11 @@ type answer struct {
 	err     error
 	outcome outcome
 	kind    string // "ok", "http_404:not_found", "refused", "reset", "timeout", …
-	start   time.Time
-	end     time.Time
+	// replayed: the answer is the stored response of an earlier request
+	// with the same Idempotency-Key (Idempotent-Replayed: true)
+	replayed bool
+	start    time.Time
+	end      time.Time
 }
 
 type client struct {
@@ -69,6 +72,11 @@ func newClient(base string, conns int, timeout time.Duration) *client {
 // do sends one request. body, when not nil, is JSON-encoded (a []byte is
 // sent as is). It never returns an error: the answer classifies it.
 func (c *client) do(ctx context.Context, method, path string, body any, ctype string) answer {
+	return c.doKey(ctx, method, path, body, ctype, "")
+}
+
+// doKey is do with an Idempotency-Key header (none when key is "").
+func (c *client) doKey(ctx context.Context, method, path string, body any, ctype, key string) answer {
 	a := answer{start: time.Now()}
 	defer func() { a.end = time.Now() }()
 	var rd io.Reader
@@ -92,11 +100,15 @@ func (c *client) do(ctx context.Context, method, path string, body any, ctype st
 		}
 		req.Header.Set("Content-Type", ctype)
 	}
+	if key != "" {
+		req.Header.Set("Idempotency-Key", key)
+	}
 	resp, err := c.hc.Do(req)
 	if err == nil {
 		a.body, err = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		a.status = resp.StatusCode
+		a.replayed = resp.Header.Get("Idempotent-Replayed") == "true"
 	}
 	a.end = time.Now()
 	if err != nil {
@@ -153,16 +165,18 @@ func problemCode(b []byte) string {
 
 // wireObject is the part of an object's wire form the harness reads.
 type wireObject struct {
-	ID          string          `json:"id"`
-	Type        string          `json:"type"`
-	Username    string          `json:"username"`
-	OwnerID     string          `json:"owner_id"`
-	BoardID     string          `json:"board_id"`
-	Name        string          `json:"name"`
-	Description string          `json:"description"`
-	Link        string          `json:"link"`
-	Version     int64           `json:"version"`
-	Data        json.RawMessage `json:"data"`
+	ID          string `json:"id"`
+	Type        string `json:"type"`
+	Username    string `json:"username"`
+	OwnerID     string `json:"owner_id"`
+	BoardID     string `json:"board_id"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Link        string `json:"link"`
+	Version     int64  `json:"version"`
+	Data        struct {
+		Marker string `json:"marker"` // the create's unique marker (create.go)
+	} `json:"data"`
 }
 
 func (o wireObject) field(name string) string {

@@ -68,6 +68,7 @@ type worker struct {
 	byUserL map[uint64][]*pair
 
 	unknownCreates map[string]int
+	resolved       resolution // creates with an unknown outcome, by what their retry found (create.go)
 	seq            int
 }
 
@@ -76,7 +77,7 @@ func newWorker(id int, runID string, seed uint64, c *client, st *stats, g *globa
 		id: id, runID: runID, rng: rand.New(rand.NewPCG(seed, uint64(id))), c: c, st: st, g: g, j: j,
 		follows: map[[2]uint64]*pair{}, likes: map[[2]uint64]*pair{},
 		byUserF: map[uint64][]*pair{}, byUserL: map[uint64][]*pair{},
-		unknownCreates: map[string]int{},
+		unknownCreates: map[string]int{}, resolved: resolution{},
 	}
 }
 
@@ -188,9 +189,9 @@ func parseID(b []byte) (uint64, wireObject, error) {
 }
 
 func (w *worker) createUser(ctx context.Context) *object {
-	name := fmt.Sprintf("c%s_%d_%d", w.runID, w.id, w.next())
-	a := w.c.do(ctx, http.MethodPost, "/v1/users", map[string]string{"username": name, "display_name": "chaos"}, "")
-	w.st.record("create_user", a, true)
+	n := w.next()
+	name := fmt.Sprintf("c%s_%d_%d", w.runID, w.id, n)
+	a := w.create(ctx, "create_user", "/v1/users", map[string]string{"username": name, "display_name": "chaos"}, w.marker(n))
 	w.backoff(a)
 	switch a.outcome {
 	case acked:
@@ -225,8 +226,7 @@ func (w *worker) createBoard(ctx context.Context, u *object) *object {
 func (w *worker) createBoardAns(ctx context.Context, u *object) answer {
 	n := w.next()
 	name, desc := fmt.Sprintf("board-%d-%d", w.id, n), fmt.Sprintf("created-%d-%d", w.id, n)
-	a := w.c.do(ctx, http.MethodPost, "/v1/boards", map[string]string{"owner_id": u.ids(), "name": name, "description": desc}, "")
-	w.st.record("create_board", a, true)
+	a := w.create(ctx, "create_board", "/v1/boards", map[string]any{"owner_id": u.ids(), "name": name, "description": desc, "data": map[string]string{"marker": w.marker(n)}}, w.marker(n))
 	switch a.outcome {
 	case acked:
 		id, _, err := parseID(a.body)
@@ -253,8 +253,7 @@ func (w *worker) createPin(ctx context.Context) answer {
 	b := w.boards[w.rng.IntN(len(w.boards))]
 	n := w.next()
 	link, desc := fmt.Sprintf("https://example.com/%d/%d", w.id, n), fmt.Sprintf("created-%d-%d", w.id, n)
-	a := w.c.do(ctx, http.MethodPost, "/v1/pins", map[string]string{"board_id": b.ids(), "link": link, "description": desc}, "")
-	w.st.record("create_pin", a, true)
+	a := w.create(ctx, "create_pin", "/v1/pins", map[string]any{"board_id": b.ids(), "link": link, "description": desc, "data": map[string]string{"marker": w.marker(n)}}, w.marker(n))
 	switch a.outcome {
 	case acked:
 		id, wo, err := parseID(a.body)

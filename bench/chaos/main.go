@@ -227,7 +227,7 @@ func run(c config) (int, error) {
 		workers[i] = newWorker(i, runID, c.seed, cl, st, g, j)
 	}
 
-	sum := &summary{cfg: c, st: st, unknownCreates: map[string]int{}}
+	sum := &summary{cfg: c, st: st, unknownCreates: map[string]int{}, resolved: map[string]int{}}
 	deadline := time.Now().Add(c.duration)
 	loadCtx, cancelLoad := context.WithDeadline(ctx, deadline)
 	defer cancelLoad()
@@ -308,6 +308,9 @@ func run(c config) (int, error) {
 	for _, w := range workers {
 		for k, n := range w.unknownCreates {
 			sum.unknownCreates[k] += n
+		}
+		for k, n := range w.resolved {
+			sum.resolved[k] += n
 		}
 	}
 	loadEnd := time.Now()

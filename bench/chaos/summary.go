@@ -13,6 +13,7 @@ type summary struct {
 	elapsed        time.Duration
 	st             *stats
 	unknownCreates map[string]int
+	resolved       map[string]int // creates with an unknown outcome, by what their retry found
 	kills          int
 	flaps          int
 	killErrors     []string
@@ -45,6 +46,7 @@ func (s *summary) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "writes attempted %d, acknowledged %d; write outcomes: %s\n", sum(st.outcomes), st.outcomes[acked.String()], kv(st.outcomes))
 	fmt.Fprintf(w, "errors by kind: %s\n", kv(st.kinds))
+	fmt.Fprintf(w, "creates with unknown outcome resolved by a retry with their Idempotency-Key: %d (%s)\n", resolvedCount(s.resolved), kv(s.resolved))
 	fmt.Fprintf(w, "creates with unknown outcome (IDs never learnt): %s\n", kv(s.unknownCreates))
 	for _, e := range s.killErrors {
 		fmt.Fprintf(w, "fault injection error: %s\n", e)
@@ -103,6 +105,7 @@ func (s *summary) printMarkdown(w io.Writer) {
 	row("writes attempted / acknowledged", fmt.Sprintf("%d / %d", sum(st.outcomes), st.outcomes[acked.String()]))
 	row("write outcomes", kv(st.outcomes))
 	row("errors by kind", kv(st.kinds))
+	row("creates with unknown outcome resolved by a retry (same key)", fmt.Sprintf("%d (%s)", resolvedCount(s.resolved), kv(s.resolved)))
 	row("creates with unknown outcome", kv(s.unknownCreates))
 	row("tracked objects / pairs", kv(s.objects)+"; "+kv(s.pairs))
 	row("healing, no command run", s.heal)
@@ -130,4 +133,15 @@ func kv(m map[string]int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// resolvedCount counts the unknown outcomes a retry made known.
+func resolvedCount(m map[string]int) int {
+	n := 0
+	for k, v := range m {
+		if !strings.HasSuffix(k, " unresolved") {
+			n += v
+		}
+	}
+	return n
 }

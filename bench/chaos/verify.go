@@ -61,10 +61,11 @@ type verifier struct {
 }
 
 type walked struct {
-	ids   []uint64
-	set   map[uint64]bool
-	count int64
-	err   error
+	ids     []uint64
+	set     map[uint64]bool
+	markers map[uint64]string // each item's data.marker, when it has one
+	count   int64
+	err     error
 }
 
 func newVerifier(c *client, conns int, workers []*worker, db *sql.DB, prefix string) *verifier {
@@ -188,6 +189,7 @@ func (v *verifier) run() {
 	v.checkContainers()
 	v.checkOwners()
 	v.checkFeeds()
+	v.checkMarkers()
 }
 
 // checkFeeds: after repair, every live user's feed holds exactly the pins
@@ -353,7 +355,7 @@ func (v *verifier) walk(path string) *walked { return v.walkList(path, true) }
 // walkList pages through a list by cursor; counted lists must report the
 // same count on every page.
 func (v *verifier) walkList(path string, counted bool) *walked {
-	w := &walked{set: map[uint64]bool{}, count: -1}
+	w := &walked{set: map[uint64]bool{}, markers: map[uint64]string{}, count: -1}
 	cursor := ""
 	for page := 0; ; page++ {
 		q := path + "?limit=250"
@@ -393,6 +395,9 @@ func (v *verifier) walkList(path string, counted bool) *walked {
 			}
 			w.set[id] = true
 			w.ids = append(w.ids, id)
+			if it.Data.Marker != "" {
+				w.markers[id] = it.Data.Marker
+			}
 		}
 		if p.NextCursor == "" {
 			return w

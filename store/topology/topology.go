@@ -108,6 +108,11 @@ func (t *Topology) Route(id uint64, want idcodec.Type) (Shard, uint64, error) {
 // writable): where a new user goes.
 func (t *Topology) RandomOpen() Shard { return t.shards[t.open[rand.IntN(len(t.open))]] }
 
+// OpenShard is the shard of the open ranges that h picks (h modulo their
+// number): where a new user with an idempotency key goes, so a retry of
+// its create finds the key while the open ranges stay the same.
+func (t *Topology) OpenShard(h uint64) Shard { return t.shards[t.open[h%uint64(len(t.open))]] }
+
 // ShardsOf lists the shards on h, in order.
 func (t *Topology) ShardsOf(h *Host) []int {
 	var out []int

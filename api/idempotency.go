@@ -1,0 +1,145 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/pinstore/pinstore/auth"
+	"github.com/pinstore/pinstore/model"
+)
+
+// Idempotency keys (the IETF httpapi draft "The Idempotency-Key HTTP
+// Header Field"). A POST that carries Idempotency-Key is done once per
+// key: a retry with the same key, method, path and body within
+// model.IdempotencyWindow answers the first response again, marked with
+// Idempotent-Replayed: true; the same key with another request is 422
+// idempotency_key_reused; a retry while the first still runs is 409
+// idempotency_key_in_use. Keys belong to who sent them (keyScope). The
+// store keeps each key with the object its create makes (store
+// idempotency.go).
+const (
+	IdempotencyKeyHeader = "Idempotency-Key"
+	ReplayedHeader       = "Idempotent-Replayed"
+)
+
+// devScope is the scope of every key when the server runs without tokens.
+const devScope = "dev"
+
+// keyScope is the scope of p's keys: its service token's name, or its
+// user token's user (every token of one user shares that user's keys).
+func keyScope(p auth.Principal) string {
+	if p.IsUser() {
+		return "user:" + strconv.FormatUint(p.UserID, 10)
+	}
+	return "service:" + p.Name
+}
+
+// scopeOf is the scope of the request's keys: devScope with auth off.
+func scopeOf(ctx context.Context) string {
+	if sc, ok := ctx.Value(scopeKey).(string); ok {
+		return sc
+	}
+	return devScope
+}
+
+// parseIdempotencyKey reads the header's key: one value, either the
+// draft's structured-field string ("abc", with \" and \\ escapes) or the
+// bare text, of 1 to model.MaxIdempotencyKey printable ASCII characters.
+func parseIdempotencyKey(vs []string) (string, error) {
+	if len(vs) != 1 {
+		return "", errorf(model.EInvalid, "send one Idempotency-Key header")
+	}
+	k := vs[0]
+	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
+		var b strings.Builder
+		for i := 1; i < len(k)-1; i++ {
+			c := k[i]
+			if c == '\\' && i+1 < len(k)-1 && (k[i+1] == '"' || k[i+1] == '\\') {
+				i++
+				c = k[i]
+			} else if c == '"' || c == '\\' {
+				return "", errorf(model.EInvalid, "Idempotency-Key is not a valid quoted string")
+			}
+			b.WriteByte(c)
+		}
+		k = b.String()
+	}
+	if !model.ValidIdempotencyKey(k) {
+		return "", errorf(model.EInvalid, "Idempotency-Key must be 1 to %d printable ASCII characters", model.MaxIdempotencyKey)
+	}
+	return k, nil
+}
+
+// storedResponse is what a key keeps of its create's answer.
+type storedResponse struct {
+	Status   int    `json:"status"`
+	ETag     string `json:"etag"`
+	Location string `json:"location"`
+	Body     string `json:"body"` // a string, so it comes back byte for byte
+}
+
+// renderCreated is the answer writeObject gives a create of o, as a key
+// keeps it.
+func renderCreated(o model.Object) ([]byte, error) {
+	body, err := appendObject(nil, o)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(storedResponse{Status: http.StatusCreated, ETag: etag(o.Version), Location: objectPath(o), Body: string(body)})
+}
+
+// replay answers with a key's stored response, marked as replayed.
+func replay(w http.ResponseWriter, stored []byte) error {
+	var sr storedResponse
+	if err := json.Unmarshal(stored, &sr); err != nil || sr.Status == 0 {
+		return errorf(model.EInternal, "the stored response of this Idempotency-Key does not decode")
+	}
+	h := w.Header()
+	h.Set(ReplayedHeader, "true")
+	if sr.ETag != "" {
+		h.Set("ETag", sr.ETag)
+	}
+	if sr.Location != "" {
+		h.Set("Location", sr.Location)
+	}
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(sr.Status)
+	_, _ = io.WriteString(w, sr.Body+"\n")
+	return nil
+}
+
+// idempotent serves a POST with its Idempotency-Key: absent, h runs as
+// is; malformed, 400; otherwise h runs with the key in its context
+// (model.WithIdempotency), and a create the store finds done before is
+// answered with its stored response. Routes that create nothing (a read
+// by POST) only check the key: they are safe to retry as they are.
+func (s *Server) idempotent(h handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		vs := r.Header.Values(IdempotencyKeyHeader)
+		if len(vs) == 0 {
+			return h(w, r)
+		}
+		key, err := parseIdempotencyKey(vs)
+		if err != nil {
+			return err
+		}
+		// One byte over the limit is enough for h to refuse the body.
+		body, err := io.ReadAll(io.LimitReader(r.Body, s.maxBody+1))
+		if err != nil {
+			return errorf(model.EInvalid, "could not read the request body")
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		k := model.NewIdempotency(scopeOf(r.Context()), key, r.Method, r.URL.Path, body, renderCreated)
+		err = h(w, r.WithContext(model.WithIdempotency(r.Context(), k)))
+		if errors.Is(err, model.ErrReplayed) {
+			return replay(w, k.Replay)
+		}
+		return err
+	}
+}

@@ -1,0 +1,92 @@
+package model
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"time"
+)
+
+// Idempotency keys (the Idempotency-Key header of a POST create). A key
+// is the client's, scoped to who sent it: the same key from another
+// principal is another key.
+const (
+	// MaxIdempotencyKey is the longest key accepted, in bytes.
+	MaxIdempotencyKey = 255
+	// IdempotencyWindow is how long a key's answer is kept: a retry
+	// within it is answered with the first response; after it, the key
+	// is new again.
+	IdempotencyWindow = 24 * time.Hour
+	// IdempotencyLease is how long a pending key (its first request still
+	// running, or dead) refuses retries before a retry may take it over.
+	IdempotencyLease = 30 * time.Second
+)
+
+// Error codes of idempotency keys.
+const (
+	EKeyInUse  = "idempotency_key_in_use" // the key's first request is still running
+	EKeyReused = "idempotency_key_reused" // the key was used with another request
+)
+
+// Idempotency is a create's idempotency key, as the api hands it to the
+// store with the request's context (WithIdempotency).
+type Idempotency struct {
+	// Hash identifies the key: SHA-256 of scope, a NUL byte, and the key.
+	Hash [32]byte
+	// Fingerprint identifies the request: SHA-256 of its method, path and
+	// body. The same key with another fingerprint is EKeyReused.
+	Fingerprint [32]byte
+	// Render encodes the response a create of o answers with; the store
+	// keeps it with the key, in the create's transaction.
+	Render func(o Object) ([]byte, error)
+	// Replay is set by the store, with ErrReplayed, to the response kept
+	// for the key when the request was made before.
+	Replay []byte
+}
+
+// NewIdempotency returns the key named key for scope, for a request
+// whose method, path and body are given.
+func NewIdempotency(scope, key, method, path string, body []byte, render func(Object) ([]byte, error)) *Idempotency {
+	id := &Idempotency{Render: render}
+	h := sha256.New()
+	h.Write([]byte(scope))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	h.Sum(id.Hash[:0])
+	h.Reset()
+	h.Write([]byte(method + " " + path + "\n"))
+	h.Write(body)
+	h.Sum(id.Fingerprint[:0])
+	return id
+}
+
+// ValidIdempotencyKey reports whether key may be an idempotency key: 1 to
+// MaxIdempotencyKey bytes of printable ASCII (space to '~').
+func ValidIdempotencyKey(key string) bool {
+	if key == "" || len(key) > MaxIdempotencyKey {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// ErrReplayed is what a create returns when its key was used before by
+// the same request: Idempotency.Replay holds the first response.
+var ErrReplayed = errors.New("the request was made before; its response is replayed")
+
+type idemKey struct{}
+
+// WithIdempotency returns ctx carrying the create's key.
+func WithIdempotency(ctx context.Context, k *Idempotency) context.Context {
+	return context.WithValue(ctx, idemKey{}, k)
+}
+
+// IdempotencyOf returns the key ctx carries, or nil.
+func IdempotencyOf(ctx context.Context) *Idempotency {
+	k, _ := ctx.Value(idemKey{}).(*Idempotency)
+	return k
+}
