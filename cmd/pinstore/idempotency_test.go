@@ -127,6 +127,17 @@ func TestIdempotencyKeysE2E(t *testing.T) {
 	}
 	s.must(http.StatusOK, "GET", "/v1/usernames/keyed2", nil)
 
+	// A save (repin) takes a key too: its retry replays the 201, not the
+	// 200 a second save without the key answers.
+	saves := s.create("/v1/boards", map[string]any{"owner_id": owner.ID, "name": "saves"})
+	saveBody := `{"board_id":"` + saves.ID + `"}`
+	r1 := s.must(http.StatusCreated, "POST", "/v1/pins/"+a.ID+"/saves", saveBody, keyHdr("k-save")...)
+	sameResponse(t, r1, s.must(http.StatusCreated, "POST", "/v1/pins/"+a.ID+"/saves", saveBody, keyHdr("k-save")...))
+	s.fail(http.StatusUnprocessableEntity, model.EKeyReused, "POST", "/v1/pins/"+a.ID+"/saves", `{"board_id":"`+board.ID+`"}`, keyHdr("k-save")...)
+	if n := s.count("/v1/pins/" + a.ID + "/saves"); n != 1 {
+		t.Fatalf("pin has %d saves after a replayed save, want 1", n)
+	}
+
 	// A create whose first request failed keeps nothing: the retry runs.
 	missing := `{"board_id":"` + fmt.Sprint(mustUint(t, board.ID)+1000) + `"}`
 	s.fail(http.StatusNotFound, model.ENotFound, "POST", "/v1/pins", missing, keyHdr("k-missing")...)
