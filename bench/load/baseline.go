@@ -79,11 +79,21 @@ var objTable = map[idcodec.Type]string{idcodec.TypePin: "pins", idcodec.TypeBoar
 // getPin: one primary-key read.
 func (b *baseline) getPin(ctx context.Context, id uint64) error {
 	var doc []byte
-	var ver, likes, comments int64
+	var ver int64
 	var c, u time.Time
 	db := b.dbOf(id)
 	q := "SELECT doc, version, created_at, updated_at" + countColumns(db, idcodec.TypePin, idcodec.ShardOf(id), "local_id") + " FROM " + db + ".pins WHERE local_id = ?"
-	return b.db.QueryRowContext(ctx, q, idcodec.LocalOf(id)).Scan(&doc, &ver, &c, &u, &likes, &comments)
+	return b.db.QueryRowContext(ctx, q, idcodec.LocalOf(id)).Scan(append([]any{&doc, &ver, &c, &u}, countDest(idcodec.TypePin)...)...)
+}
+
+// countDest is where the count columns of an object of typ scan to.
+func countDest(typ idcodec.Type) []any {
+	counts := make([]int64, len(model.Counted(typ)))
+	dest := make([]any, len(counts))
+	for i := range counts {
+		dest[i] = &counts[i]
+	}
+	return dest
 }
 
 // countColumns is ", <count>, …": the length of each list an object of
@@ -240,12 +250,7 @@ func (b *baseline) getMany(ctx context.Context, ids []uint64, typ idcodec.Type) 
 		var doc []byte
 		var ver int64
 		var c, u time.Time
-		counts := make([]int64, len(model.Counted(typ)))
-		dest := []any{&s, &local, &doc, &ver, &c, &u}
-		for i := range counts {
-			dest = append(dest, &counts[i])
-		}
-		if err := rows.Scan(dest...); err != nil {
+		if err := rows.Scan(append([]any{&s, &local, &doc, &ver, &c, &u}, countDest(typ)...)...); err != nil {
 			return n, err
 		}
 		n++
