@@ -86,6 +86,15 @@ func (b *baseline) getPin(ctx context.Context, id uint64) error {
 	return b.db.QueryRowContext(ctx, q, idcodec.LocalOf(id)).Scan(append([]any{&doc, &ver, &c, &u}, countDest(idcodec.TypePin)...)...)
 }
 
+// getPinBare is the primary-key select of a pin's row alone, without the
+// counts an API pin carries.
+func (b *baseline) getPinBare(ctx context.Context, id uint64) error {
+	var doc []byte
+	var ver int64
+	var c, u time.Time
+	return b.db.QueryRowContext(ctx, "SELECT doc, version, created_at, updated_at FROM "+b.dbOf(id)+".pins WHERE local_id = ?", idcodec.LocalOf(id)).Scan(&doc, &ver, &c, &u)
+}
+
 // countDest is where the count columns of an object of typ scan to.
 func countDest(typ idcodec.Type) []any {
 	counts := make([]int64, len(model.Counted(typ)))

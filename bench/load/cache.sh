@@ -5,8 +5,9 @@
 #   bench/load/cache.sh OUT.md [DURATION]
 #
 #   1. warm: the server with the cache on (the default), every scenario
-#      once to fill it, then get-pin, board-page-d0, feed-200, linkbench
-#      and create-pin with the lean client, then get-pin and board-page-d0
+#      once to fill it, then get-pin (and get-pin-bare: the same API read
+#      beside a primary-key select without the counts), board-page-d0, feed-200, linkbench
+#      and create-pin with the lean client, then get-pin, get-pin-bare and board-page-d0
 #      with -client net;
 #   2. cold: the cache emptied (the bench:c: keys deleted) before each of
 #      get-pin, board-page-d0 and feed-200, measured from the first request
@@ -23,7 +24,7 @@ out=${1:?usage: bench/load/cache.sh OUT.md [DURATION]}
 dur=${2:-10s}
 run=bench/load/run.sh
 dir=/tmp/bench
-lean=get-pin,board-page-d0,feed-200,linkbench,create-pin
+lean=get-pin,get-pin-bare,board-page-d0,feed-200,linkbench,create-pin
 flush() { redis-cli --scan --pattern 'bench:c:*' | xargs -r redis-cli del >/dev/null; }
 step() { # title, then bench/load flags
   title=$1
@@ -44,7 +45,7 @@ $run start
 "$dir/load" -addr 127.0.0.1:18081 -prefix bench_ -shards 64 -redis-prefix bench:o: \
   -state "$dir/state.json" -conns 32 -scenarios "$lean" -duration 2s -mode api >/dev/null 2>&1 # fill the cache
 step "warm cache, lean client" -scenarios "$lean" -duration "$dur"
-step "warm cache, -client net" -scenarios get-pin,board-page-d0 -duration "$dur" -client net
+step "warm cache, -client net" -scenarios get-pin,get-pin-bare,board-page-d0 -duration "$dur" -client net
 for s in get-pin board-page-d0 feed-200; do
   flush
   step "cold cache: $s from an empty cache" -scenarios "$s" -duration "$dur" -warmup 0 -rounds 1
@@ -52,6 +53,6 @@ done
 $run stop
 PINSTORE_OBJECT_CACHE=off $run start
 step "cache off, lean client" -scenarios "$lean" -duration "$dur"
-step "cache off, -client net" -scenarios get-pin,board-page-d0 -duration "$dur" -client net
+step "cache off, -client net" -scenarios get-pin,get-pin-bare,board-page-d0 -duration "$dur" -client net
 $run stop
 echo "bench/load/cache.sh: results in $out"

@@ -42,7 +42,7 @@ type config struct {
 	rounds      int
 }
 
-var allScenarios = []string{"get-pin", "create-pin", "board-page-d0", "board-page-d10k-cursor", "board-page-d10k-offset", "feed-200", "owners-1000", "linkbench",
+var allScenarios = []string{"get-pin", "get-pin-bare", "create-pin", "board-page-d0", "board-page-d10k-cursor", "board-page-d10k-offset", "feed-200", "owners-1000", "linkbench",
 	"board-page-viewer", "feed-viewer", "like-one-pin", "like-many-pins"}
 
 func main() {

@@ -104,6 +104,16 @@ func buildScenario(name string, c config, st *State, a *apiClient, base *baselin
 		if base != nil {
 			sc.base = func(ctx context.Context, w *worker) (string, error) { return name, base.getPin(ctx, p.pin(w)) }
 		}
+	case "get-pin-bare":
+		// The API read of get-pin beside the bare primary-key select, which
+		// leaves out the counts the API's pin carries.
+		sc.note = "GET /v1/pins/{id} beside a bare PK select (no counts)"
+		sc.api = func(ctx context.Context, w *worker) (string, error) {
+			return name, a.do(ctx, http.MethodGet, "/v1/pins/"+idStr(p.pin(w)), "", nil, nil)
+		}
+		if base != nil {
+			sc.base = func(ctx context.Context, w *worker) (string, error) { return name, base.getPinBare(ctx, p.pin(w)) }
+		}
 	case "create-pin":
 		sc.note = "POST /v1/pins on one of 58 boards"
 		sc.api = func(ctx context.Context, w *worker) (string, error) {
