@@ -201,8 +201,8 @@ func (s *Server) getObject(typ idcodec.Type) handlerFunc {
 		}
 		if viewer := actor(r.Context()); !visibleTo(o, viewer) {
 			return hidden(typ)
-		} else if typ == typeComment {
-			if err := s.checkVisible(r.Context(), id, typ, viewer); err != nil {
+		} else if typ == typeComment && viewer != 0 {
+			if err := s.commentVisible(r.Context(), o, viewer); err != nil {
 				return err
 			}
 		}

@@ -75,14 +75,7 @@ func (s *Server) checkVisible(ctx context.Context, id uint64, typ idcodec.Type, 
 		if err != nil {
 			return err
 		}
-		d, err := model.DecodeDoc(typeComment, c.Doc)
-		if err != nil {
-			return err
-		}
-		if s.checkVisible(ctx, uint64(d.(*model.CommentDoc).PinID), typePin, viewer) != nil {
-			return hidden(typeComment)
-		}
-		return nil
+		return s.commentVisible(ctx, c, viewer)
 	default:
 		return nil
 	}
@@ -108,4 +101,17 @@ func (s *Server) visibleIDs(ctx context.Context, ids []uint64, typ idcodec.Type,
 		out[o.ID] = visibleTo(o, viewer)
 	}
 	return out, nil
+}
+
+// commentVisible is checkVisible for the comment c already read: a
+// comment is as visible as its pin.
+func (s *Server) commentVisible(ctx context.Context, c model.Object, viewer uint64) error {
+	d, err := model.DecodeDoc(typeComment, c.Doc)
+	if err != nil {
+		return err
+	}
+	if s.checkVisible(ctx, uint64(d.(*model.CommentDoc).PinID), typePin, viewer) != nil {
+		return hidden(typeComment)
+	}
+	return nil
 }
