@@ -8,7 +8,7 @@ import (
 
 	"github.com/pinstore/pinstore/store/shardmap"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // composeFile is the part of docker-compose.yml this test reads.

@@ -10,7 +10,7 @@ import (
 	"syscall"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardmap"

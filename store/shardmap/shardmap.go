@@ -23,7 +23,7 @@ import (
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Defaults of the production layout: 4096 shards named db00000 … db04095.
