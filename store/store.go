@@ -59,16 +59,17 @@ import (
 // Config is everything Open needs. The zero value of each field but Map
 // is a usable default.
 type Config struct {
-	Map            *shardmap.Map // required
-	MapFile        string        // where Map came from, for reloads; "" when built from the environment
-	CursorSecret   []byte        // signs list cursors; random when empty (cursors then die with the process)
-	Limits         model.Limits  // document limits
-	MaxDocBytes    int           // stored document limit; default 16 KiB
-	PoolSize       int           // max open connections per host; default 64
-	PointReadLanes int           // reads by id out to a host at once before they are batched (pointread); default 2
-	QueryTimeout   time.Duration // per-statement deadline when the caller set none; default 5s
-	FeedBackfill   int           // a followee's newest pins a follow copies into the feed; default 1000
-	FeedSweep      time.Duration // redo fan-out left in feed_outbox: at Open, then this often; 0 = never (tools)
+	Map            *shardmap.Map  // required
+	MapFile        string         // where Map came from, for reloads; "" when built from the environment
+	Source         TopologySource // where Map came from when it is not a file (etcd); nil otherwise
+	CursorSecret   []byte         // signs list cursors; random when empty (cursors then die with the process)
+	Limits         model.Limits   // document limits
+	MaxDocBytes    int            // stored document limit; default 16 KiB
+	PoolSize       int            // max open connections per host; default 64
+	PointReadLanes int            // reads by id out to a host at once before they are batched (pointread); default 2
+	QueryTimeout   time.Duration  // per-statement deadline when the caller set none; default 5s
+	FeedBackfill   int            // a followee's newest pins a follow copies into the feed; default 1000
+	FeedSweep      time.Duration  // redo fan-out left in feed_outbox: at Open, then this often; 0 = never (tools)
 	// FeedPullThreshold: an author with at least this many followers when
 	// they pin is pulled (their pins merged into feeds at read time, not
 	// fanned out); default 10,000 (DefaultFeedPullThreshold).

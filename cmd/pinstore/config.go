@@ -41,9 +41,17 @@ func storeConfig(getenv func(string) string) (store.Config, error) {
 		prefix = v
 	}
 	var err error
-	if cfg.MapFile = getenv("PINSTORE_SHARD_MAP"); cfg.MapFile != "" {
+	cfg.MapFile = getenv("PINSTORE_SHARD_MAP")
+	switch {
+	case getenv("PINSTORE_TOPOLOGY") != "":
+		if cfg.MapFile != "" {
+			return cfg, fmt.Errorf("PINSTORE_TOPOLOGY and PINSTORE_SHARD_MAP are both set: the shard map comes from one place; unset one")
+		}
+		// openTopology reads the map from etcd; these are its defaults.
+		cfg.Map = &shardmap.Map{Shards: shards, DBPrefix: prefix}
+	case cfg.MapFile != "":
 		cfg.Map, err = shardmap.Load(cfg.MapFile, shards, prefix)
-	} else {
+	default:
 		dsn := getenv("PINSTORE_MYSQL_DSN")
 		if dsn == "" {
 			dsn = shardmap.DefaultDSN
