@@ -47,6 +47,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/pinstore/pinstore/internal/metrics"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/fanout"
 	"github.com/pinstore/pinstore/store/objcache"
@@ -75,10 +76,17 @@ type Config struct {
 	// fanned out); default 10,000 (DefaultFeedPullThreshold).
 	FeedPullThreshold int64
 	PairSweep         time.Duration // settle pairs left marked in pair_outbox: at Open, then this often; 0 = never (tools)
-	Redis             RedisConfig
-	ObjectCache       ObjectCacheConfig
-	Logger            *slog.Logger
-	Registerer        prometheus.Registerer
+	// WriteBuffer is how long a write to a shard being switched by a move
+	// waits for the new map before EMoving; default
+	// topology.DefaultWriteBuffer, negative: no wait.
+	WriteBuffer time.Duration
+	// WriteBufferMax is how many writes may wait at once; default
+	// topology.DefaultWriteBufferMax.
+	WriteBufferMax int64
+	Redis          RedisConfig
+	ObjectCache    ObjectCacheConfig
+	Logger         *slog.Logger
+	Registerer     prometheus.Registerer
 }
 
 // RedisConfig names the Redis (or Redis Cluster) holding the owner cache.
@@ -149,6 +157,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.FeedPullThreshold <= 0 {
 		cfg.FeedPullThreshold = DefaultFeedPullThreshold
 	}
+	if cfg.WriteBuffer == 0 {
+		cfg.WriteBuffer = topology.DefaultWriteBuffer
+	}
+	if cfg.WriteBufferMax <= 0 {
+		cfg.WriteBufferMax = topology.DefaultWriteBufferMax
+	}
 	if len(cfg.CursorSecret) == 0 {
 		cfg.CursorSecret = make([]byte, 32)
 		_, _ = rand.Read(cfg.CursorSecret)
@@ -166,6 +180,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s.openCache(ctx)
+	buf := s.router.Buffer()
+	metrics.Register(cfg.Registerer, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pinstore_write_buffer_waits_total",
+		Help: "Writes that waited in the server for a move's switch to a shard's new host."}, func() float64 { return float64(buf.Waited.Load()) }))
+	metrics.Register(cfg.Registerer, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pinstore_write_buffer_expired_total",
+		Help: "Writes refused with shard_moving: the switch outlasted the write buffer window, or too many writes waited."}, func() float64 { return float64(buf.Expired.Load()) }))
+	metrics.Register(cfg.Registerer, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pinstore_write_buffer_waiting",
+		Help: "Writes waiting now for a move's switch."}, func() float64 { return float64(buf.Waiting()) }))
 	s.feed = fanout.Start(s.router, fanout.Config{
 		QueryTimeout: cfg.QueryTimeout,
 		Sweep:        cfg.FeedSweep,
@@ -173,7 +194,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		Logger:       cfg.Logger,
 		Registerer:   cfg.Registerer,
 	})
-	loops, stop := context.WithCancel(context.Background())
+	loops, stop := context.WithCancel(withoutBuffer(context.Background()))
 	s.stop, s.done = stop, make(chan struct{})
 	var wg sync.WaitGroup
 	if cfg.PairSweep > 0 {

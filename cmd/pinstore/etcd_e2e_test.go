@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -215,6 +219,13 @@ func TestEtcdTopology(t *testing.T) {
 	if !model.IsCode(err, model.EConflict) || !strings.Contains(err.Error(), "changed since it was read") {
 		t.Fatalf("stale push: %v", err)
 	}
+	// --init writes only into an empty topology.
+	if out, err := runCmd(t, f.tools(), "topology", "push", f.mapFile(t, "init.yaml", twoHalves), "--init"); err != nil || !strings.Contains(out, "already holds a map") {
+		t.Fatalf("push --init: %v\n%s", err, out)
+	}
+	if v := shardMapOf(t, s0).Version; v != v1 {
+		t.Fatalf("push --init changed the map: %s", v)
+	}
 
 	// A map that does not validate, pushed: refused before etcd.
 	bad := f.mapFile(t, "gap.yaml", "  - {shards: 0-2, host: h0}\n  - {shards: 4-7, host: h1}\n")
@@ -395,5 +406,140 @@ func TestEtcdMoveShards(t *testing.T) {
 	}
 	if _, err := runCmd(t, f.tools(), "move-shards", "--range", "0-3", "--to", "h0", "--servers", s0.base); err == nil || !strings.Contains(err.Error(), "--servers is for a map file") {
 		t.Fatalf("--servers with etcd: %v", err)
+	}
+}
+
+// writers creates pins on the given boards through the servers, one
+// writer per server, until stop is closed, and records every outcome.
+type writers struct {
+	mu     sync.Mutex
+	acked  []string // ids of pins created
+	failed []string // status and body of every write that failed
+	wg     sync.WaitGroup
+	stop   chan struct{}
+}
+
+func startWriters(t *testing.T, servers []*server, boards []string) *writers {
+	w := &writers{stop: make(chan struct{})}
+	client := &http.Client{Timeout: 30 * time.Second}
+	for i, s := range servers {
+		w.wg.Go(func() {
+			for n := 0; ; n++ {
+				select {
+				case <-w.stop:
+					return
+				default:
+				}
+				body := fmt.Sprintf(`{"board_id":%q,"description":"w%d-%d"}`, boards[(i+n)%len(boards)], i, n)
+				req, _ := http.NewRequest(http.MethodPost, s.base+"/v1/pins", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+e2eAdminToken)
+				resp, err := client.Do(req)
+				if err != nil {
+					w.mu.Lock()
+					w.failed = append(w.failed, err.Error())
+					w.mu.Unlock()
+					continue
+				}
+				var o struct {
+					ID string `json:"id"`
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				w.mu.Lock()
+				if resp.StatusCode == http.StatusCreated && json.Unmarshal(b, &o) == nil {
+					w.acked = append(w.acked, o.ID)
+				} else {
+					w.failed = append(w.failed, fmt.Sprintf("%d %s", resp.StatusCode, b))
+				}
+				w.mu.Unlock()
+			}
+		})
+	}
+	return w
+}
+
+func (w *writers) halt() {
+	close(w.stop)
+	w.wg.Wait()
+}
+
+// TestEtcdMoveUnderLoad: two writers create pins through two servers on
+// the range being moved, throughout a move: no write fails (writes to the
+// range wait in the servers while it is switched), reads keep working, and
+// every acknowledged pin is on the new host afterwards.
+func TestEtcdMoveUnderLoad(t *testing.T) {
+	f := startEtcdFleet(t, 1, 2)
+	s0, s1 := f.servers[0], f.servers[1]
+	var boards []string
+	var reader object
+	for i := 0; len(boards) < 4; i++ {
+		u := s0.create("/v1/users", map[string]any{"username": fmt.Sprintf("loader%d", i)})
+		if hostOf(t, u.ID) != "h0" {
+			continue
+		}
+		b := s0.create("/v1/boards", map[string]any{"owner_id": u.ID, "name": "b"})
+		boards = append(boards, b.ID)
+		reader = s1.create("/v1/pins", map[string]any{"board_id": b.ID})
+	}
+	w := startWriters(t, f.servers, boards)
+	time.Sleep(300 * time.Millisecond)
+	moved := make(chan error, 1)
+	var out string
+	go func() {
+		var err error
+		out, err = runCmd(t, f.tools(), "move-shards", "--range", "0-3", "--to", "h1")
+		moved <- err
+	}()
+	// Reads keep working throughout.
+	reads := 0
+	for done := false; !done; {
+		select {
+		case err := <-moved:
+			if err != nil {
+				t.Fatalf("move: %v\n%s", err, out)
+			}
+			done = true
+		default:
+			s1.must(http.StatusOK, http.MethodGet, "/v1/pins/"+reader.ID, nil)
+			reads++
+		}
+	}
+	time.Sleep(300 * time.Millisecond)
+	w.halt()
+	t.Logf("%d pins created by two writers during the move, %d reads; move output:\n%s", len(w.acked), reads, out)
+	if len(w.failed) > 0 {
+		t.Fatalf("%d writes failed during the move, first: %s", len(w.failed), w.failed[0])
+	}
+	if len(w.acked) < 10 {
+		t.Fatalf("only %d writes in the move", len(w.acked))
+	}
+	for _, rg := range shardMapOf(t, s0).Ranges {
+		if rg.Host != "h1" || rg.ReadOnly {
+			t.Fatalf("range after the move: %+v", rg)
+		}
+	}
+	for _, id := range w.acked {
+		if hostOf(t, id) != "h0" {
+			t.Fatalf("pin %s was not on the moved range", id)
+		}
+		s0.must(http.StatusOK, http.MethodGet, "/v1/pins/"+id, nil)
+	}
+	// The pins are on h1 itself, not only reachable: the source is gone.
+	db, err := sql.Open("mysql", f.h1.DSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	for sh := range 4 {
+		var k int
+		if err := db.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM %s%05d.pins", f.prefix, sh)).Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		n += k
+	}
+	if n < len(w.acked) {
+		t.Fatalf("h1 holds %d pins of the range, %d were acknowledged", n, len(w.acked))
 	}
 }

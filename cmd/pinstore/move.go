@@ -82,6 +82,7 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 			_, err := topo.c.WaitDrained(ctx, version, *confirmWait)
 			return err
 		}
+		opt.ConfirmDrains = true
 	case cfg.MapFile == "":
 		return errors.New("move-shards: PINSTORE_SHARD_MAP must name the shard map file the servers read, or PINSTORE_TOPOLOGY the etcd topology they follow")
 	case *servers != "":

@@ -218,6 +218,7 @@ func followTopology(ctx context.Context, topo *etcdTopo, st *store.Store, addr s
 	m := st.Map()
 	return topo.c.Follow(ctx, topo.rev, m.Version(), etcdtopo.FollowConfig{
 		ID: id, Addr: id, Shards: m.Shards, DBPrefix: m.DBPrefix, Logger: logger,
+		Drain: st.Router().Drain,
 		Apply: func(m *shardmap.Map, rev int64) error {
 			before := st.Map().Version()
 			if m.Version() == before {

@@ -61,13 +61,18 @@ type Options struct {
 	// server reports routing by that version (or an error naming the one
 	// that does not); then Move waits only the query timeout, for writes
 	// routed on the old map to finish or roll back.
-	Confirm    func(ctx context.Context, version string) error
-	KeepSource bool      // leave the source databases in place after the switch
-	Abort      bool      // roll back the move in progress instead of finishing it
-	Parallel   int       // shards copied at once; default 4
-	Batch      int       // rows per copy chunk; default 1000
-	PoolSize   int       // connections per host (PINSTORE_POOL_SIZE); default 64
-	Progress   io.Writer // receives progress lines; nil for none
+	Confirm func(ctx context.Context, version string) error
+	// ConfirmDrains says that Confirm returns only once no write routed
+	// by an older map is still running on any server (servers following
+	// etcd report that): then Move does not wait the query timeout after
+	// it.
+	ConfirmDrains bool
+	KeepSource    bool      // leave the source databases in place after the switch
+	Abort         bool      // roll back the move in progress instead of finishing it
+	Parallel      int       // shards copied at once; default 4
+	Batch         int       // rows per copy chunk; default 1000
+	PoolSize      int       // connections per host (PINSTORE_POOL_SIZE); default 64
+	Progress      io.Writer // receives progress lines; nil for none
 
 	hook func(step string) error // tests: fail at a step as a kill would
 }
@@ -255,7 +260,11 @@ func (mv *mover) run(ctx context.Context) (Report, error) {
 		mv.rep.Resumed = step
 		mv.logf("resuming the move of shards %s to %s at step %q (state in %s)", st.Range, st.To, step, lock.where())
 	} else {
-		mv.logf("moving shards %s (%d) from %s to %s; settle %v", st.Range, mv.rep.Shards, strings.Join(mv.rep.From, ", "), st.To, mv.opt.Settle)
+		wait := fmt.Sprintf("settle %v", mv.opt.Settle)
+		if mv.opt.Confirm != nil {
+			wait = "servers confirm each map"
+		}
+		mv.logf("moving shards %s (%d) from %s to %s; %s", st.Range, mv.rep.Shards, strings.Join(mv.rep.From, ", "), st.To, wait)
 	}
 	if mv.opt.Abort {
 		return mv.abort(ctx, m, step)
@@ -381,6 +390,10 @@ func (mv *mover) settle(ctx context.Context, version string) error {
 	begin := time.Now()
 	if err := mv.opt.Confirm(ctx, version); err != nil {
 		return fmt.Errorf("confirming that every server routes by map %s: %w", version, err)
+	}
+	if mv.opt.ConfirmDrains {
+		mv.logf("confirmed: every server routes by map %s, and no write routed by an older map is running (%v)", version, round(time.Since(begin)))
+		return nil
 	}
 	mv.logf("confirmed: every server routes by map %s (%v); waiting the query timeout %v for writes routed on the old map", version, round(time.Since(begin)), mv.opt.QueryTimeout)
 	return sleep(ctx, mv.opt.QueryTimeout)
