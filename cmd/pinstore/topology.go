@@ -109,7 +109,7 @@ func (h etcdHome) LockMoves(ctx context.Context) (reshard.MoveLock, error) {
 
 var _ reshard.Home = etcdHome{}
 
-const topologyUsage = "usage: pinstore topology push FILE [--revision N] | pull [--out FILE]"
+const topologyUsage = "usage: pinstore topology push FILE [--revision N] [--init] | pull [--out FILE]"
 
 // runTopology is `pinstore topology push FILE` and `pinstore topology
 // pull`: the shard map into and out of etcd (PINSTORE_TOPOLOGY).
@@ -149,6 +149,7 @@ var pulledRE = regexp.MustCompile(`(?m)^# pinstore topology: revision (\d+) of `
 func runTopologyPush(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("topology push", "topology push FILE [--revision N]\n\nvalidates the shard map FILE as a map file is validated and writes it to etcd (PINSTORE_TOPOLOGY)\nas a compare-and-swap: on the revision a pulled FILE names, else --revision, else the revision read now", stderr)
 	revFlag := fs.Int64("revision", -1, "write only if the map in etcd is still at this revision (0: only if there is none yet)")
+	initOnly := fs.Bool("init", false, "write the map only if etcd holds none yet; otherwise leave it and succeed (bootstrapping a fleet)")
 	if len(args) > 0 && args[0] != "" && args[0][0] != '-' { // FILE first, flags after
 		args = append(args[1:], args[0])
 	}
@@ -181,6 +182,10 @@ func runTopologyPush(ctx context.Context, args []string, getenv func(string) str
 	data, cur, err := c.RawMap(ctx)
 	if err != nil {
 		return fmt.Errorf("topology push: %w", err)
+	}
+	if *initOnly && cur != 0 {
+		fmt.Fprintf(stdout, "topology push: %s already holds a map (revision %d); left as it is\n", c.URL(), cur)
+		return nil
 	}
 	rev := cur
 	raw, _ := os.ReadFile(path)
