@@ -57,3 +57,35 @@ func TestFeedPullThreshold(t *testing.T) {
 		}
 	}
 }
+
+// TestRateLimitConfig: the rate limit and burst as README's configuration
+// table gives them: the rate defaults to 1000 a second, the burst to twice
+// the rate in force (at least 1), PINSTORE_RATE_LIMIT=0 turns limiting off,
+// and a burst that is not a positive integer (0 included) is refused,
+// naming the variable.
+func TestRateLimitConfig(t *testing.T) {
+	for _, tt := range []struct {
+		rate, burst string
+		wantRate    float64
+		wantBurst   int
+		err         bool
+	}{
+		{"", "", 1000, 2000, false},
+		{"10", "", 10, 20, false},
+		{"0.2", "", 0.2, 1, false},
+		{"0", "", 0, 1, false},
+		{"10", "3", 10, 3, false},
+		{"", "0", 0, 0, true},
+		{"", "-1", 0, 0, true},
+		{"", "many", 0, 0, true},
+		{"-1", "", 0, 0, true},
+	} {
+		c, err := loadAuthConfig(authEnv{dev: "true", rateLimit: tt.rate, rateBurst: tt.burst}, "127.0.0.1:8080")
+		if (err != nil) != tt.err || err == nil && (c.rate != tt.wantRate || c.burst != tt.wantBurst) {
+			t.Errorf("rate %q burst %q: rate %v burst %d, %v", tt.rate, tt.burst, c.rate, c.burst, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "PINSTORE_RATE_") {
+			t.Errorf("rate %q burst %q: the error does not name the variable: %v", tt.rate, tt.burst, err)
+		}
+	}
+}
