@@ -47,7 +47,9 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 // readyTimeout bounds a readiness check.
 const readyTimeout = 2 * time.Second
 
-// readyz: every host and Redis answer.
+// readyz: every host and Redis answer; a check turned off by
+// configuration (Redis with PINSTORE_REDIS_DISABLED) is listed as disabled
+// and does not make the server unready.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
@@ -55,7 +57,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	resp := ReadyResponse{Status: "ok", Checks: checks}
 	status := http.StatusOK
 	for _, c := range checks {
-		if !c.OK {
+		if !c.OK && !c.Disabled {
 			resp.Status, status = "unavailable", http.StatusServiceUnavailable
 		}
 	}

@@ -50,7 +50,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 }
 
 func runShards(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("shards", "shards\n\nprints the shard map and whether each host answers", stderr)
+	fs := newFlags("shards", "shards\n\nprints the shard map and whether each host answers; exits 1 when any host does not", stderr)
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -64,10 +64,13 @@ func runShards(ctx context.Context, args []string, getenv func(string) string, s
 	defer s.Close()
 	m := s.Map()
 	fmt.Fprintf(stdout, "%d shards, databases %s … %s\n", m.Shards, m.DBName(0), m.DBName(m.Shards-1))
-	for _, h := range s.Hosts(ctx) {
+	hosts := s.Hosts(ctx)
+	var down []string
+	for _, h := range hosts {
 		state := "up"
 		if !h.OK {
 			state = "DOWN: " + h.Error
+			down = append(down, h.Name)
 		}
 		fmt.Fprintf(stdout, "host %-12s %-24s %s\n", h.Name, h.Addr, state)
 		if h.Replica != "" {
@@ -76,6 +79,10 @@ func runShards(ctx context.Context, args []string, getenv func(string) string, s
 		for _, r := range h.Ranges {
 			fmt.Fprintf(stdout, "  shards %s\n", r)
 		}
+	}
+	// A script or a monitor reads the exit status: any host down fails.
+	if len(down) > 0 {
+		return fmt.Errorf("shards: %d of %d hosts not answering: %s", len(down), len(hosts), strings.Join(down, ", "))
 	}
 	return nil
 }
