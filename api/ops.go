@@ -48,8 +48,10 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 const readyTimeout = 2 * time.Second
 
 // readyz: every host and Redis answer (503 "unavailable" otherwise). A
-// failed check that only degrades the server (a stale topology: it keeps
-// serving on the map it has) makes it 200 "degraded".
+// check turned off by configuration (Redis with PINSTORE_REDIS_DISABLED) is
+// listed as disabled and does not make the server unready; a failed check
+// that only degrades the server (a stale topology: it keeps serving on the
+// map it has) makes it 200 "degraded".
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
@@ -58,7 +60,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	status := http.StatusOK
 	for _, c := range checks {
 		switch {
-		case c.OK:
+		case c.OK, c.Disabled:
 		case c.Degrades && status == http.StatusOK:
 			resp.Status = "degraded"
 		case !c.Degrades:

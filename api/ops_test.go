@@ -21,6 +21,13 @@ func TestReadyz(t *testing.T) {
 	if w.Code != 503 || !strings.Contains(w.Body.String(), `"status":"unavailable"`) || !strings.Contains(w.Body.String(), "not answering") {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
+	// Redis turned off by configuration: listed as disabled, never as ok,
+	// and the server is ready without it.
+	health[1] = model.Health{Name: "redis", Disabled: true}
+	w = do(s, "GET", "/readyz", "")
+	if w.Code != 200 || !strings.Contains(w.Body.String(), `"status":"ok"`) || !strings.Contains(w.Body.String(), `{"name":"redis","ok":false,"disabled":true}`) {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
 	if w := do(s, "GET", "/healthz", ""); w.Code != 200 {
 		t.Fatalf("healthz %d while not ready", w.Code)
 	}

@@ -8,11 +8,10 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Default rate limits, per token identity.
-const (
-	DefaultRate  = 1000 // requests per second
-	DefaultBurst = 2000
-)
+// DefaultRate is the default rate limit per token identity, in requests
+// per second; the serve command's default burst is twice the rate in
+// force.
+const DefaultRate = 1000
 
 // Limiter is a token bucket per principal name. Buckets idle long enough
 // to have refilled are forgotten, so the map stays as small as the set of

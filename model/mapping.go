@@ -164,9 +164,10 @@ type List struct {
 
 // Health is one dependency's state as readiness checks report it.
 type Health struct {
-	Name  string `json:"name"`            // "mysql:<host name>", "redis" or "topology"
-	OK    bool   `json:"ok"`              // it answered in time
-	Error string `json:"error,omitempty"` // safe to show: no DSN, no password
+	Name     string `json:"name"`               // "mysql:<host name>", "redis" or "topology"
+	OK       bool   `json:"ok"`                 // it answered in time
+	Disabled bool   `json:"disabled,omitempty"` // turned off by configuration: not asked, not needed (OK false)
+	Error    string `json:"error,omitempty"`    // safe to show: no DSN, no password
 	// Degrades marks a check whose failure leaves the server serving
 	// (degraded, not unready): the topology, whose map the server keeps.
 	Degrades bool `json:"degrades,omitempty"`

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +57,92 @@ func TestFeedPullThreshold(t *testing.T) {
 		}
 		if err != nil && !strings.Contains(err.Error(), "PINSTORE_FEED_PULL_THRESHOLD") {
 			t.Errorf("%q: the error does not name the variable: %v", tt.in, err)
+		}
+	}
+}
+
+// TestRateLimitConfig: the rate limit and burst as README's configuration
+// table gives them: the rate defaults to 1000 a second, the burst to twice
+// the rate in force (at least 1), PINSTORE_RATE_LIMIT=0 turns limiting off,
+// and a burst that is not a positive integer (0 included) is refused,
+// naming the variable.
+func TestRateLimitConfig(t *testing.T) {
+	for _, tt := range []struct {
+		rate, burst string
+		wantRate    float64
+		wantBurst   int
+		err         bool
+	}{
+		{"", "", 1000, 2000, false},
+		{"10", "", 10, 20, false},
+		{"0.2", "", 0.2, 1, false},
+		{"0", "", 0, 1, false},
+		{"10", "3", 10, 3, false},
+		{"", "0", 0, 0, true},
+		{"", "-1", 0, 0, true},
+		{"", "many", 0, 0, true},
+		{"-1", "", 0, 0, true},
+	} {
+		c, err := loadAuthConfig(authEnv{dev: "true", rateLimit: tt.rate, rateBurst: tt.burst}, "127.0.0.1:8080")
+		if (err != nil) != tt.err || err == nil && (c.rate != tt.wantRate || c.burst != tt.wantBurst) {
+			t.Errorf("rate %q burst %q: rate %v burst %d, %v", tt.rate, tt.burst, c.rate, c.burst, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "PINSTORE_RATE_") {
+			t.Errorf("rate %q burst %q: the error does not name the variable: %v", tt.rate, tt.burst, err)
+		}
+	}
+}
+
+// TestConfigTableComplete: README.md's configuration table lists exactly
+// the PINSTORE_* variables the binary reads (every one is named in a
+// non-test file of this package).
+func TestConfigTableComplete(t *testing.T) {
+	nameRe := regexp.MustCompile(`"(PINSTORE_[A-Z0-9_]+)"`)
+	read := map[string]bool{}
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range nameRe.FindAllStringSubmatch(string(b), -1) {
+			read[m[1]] = true
+		}
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Configuration\n")
+	if !ok {
+		t.Fatal("README.md has no Configuration section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	rowRe := regexp.MustCompile("(?m)^\\| `(PINSTORE_[A-Z0-9_]+)` \\|")
+	listed := map[string]bool{}
+	for _, m := range rowRe.FindAllStringSubmatch(section, -1) {
+		if listed[m[1]] {
+			t.Errorf("README.md's configuration table lists %s twice", m[1])
+		}
+		listed[m[1]] = true
+	}
+	if len(read) < 20 || len(listed) < 20 {
+		t.Fatalf("found %d variables read and %d listed: the patterns no longer match", len(read), len(listed))
+	}
+	for v := range read {
+		if !listed[v] {
+			t.Errorf("%s is read but not in README.md's configuration table", v)
+		}
+	}
+	for v := range listed {
+		if !read[v] {
+			t.Errorf("README.md's configuration table lists %s, which nothing reads", v)
 		}
 	}
 }

@@ -26,7 +26,7 @@ const usage = `usage: pinstore COMMAND [flags]
 commands:
   serve                      run the HTTP API
   migrate                    create and upgrade every shard database the map names
-  shards                     print the shard map and whether each host answers
+  shards                     print the shard map and whether each host answers (exit 1 if any does not)
   repair [--dry-run]         find and fix pairs with one side missing, feeds, and the username index
   move-shards --range A-B --to HOST [--settle D] [--keep-source] [--abort]
                              move a range of shards to another host of the map

@@ -177,11 +177,11 @@ func loadAuthConfig(env authEnv, addr string) (authConfig, error) {
 	if v := env.rateBurst; v != "" {
 		b, err := strconv.Atoi(v)
 		if err != nil || b < 1 {
-			return c, fmt.Errorf("PINSTORE_RATE_BURST: %q is not a positive integer", v)
+			return c, fmt.Errorf("PINSTORE_RATE_BURST: %q is not a positive integer (leave it unset for twice the rate; PINSTORE_RATE_LIMIT=0 turns limiting off)", v)
 		}
 		c.burst = b
 	}
-	if c.burst == 0 {
+	if c.burst == 0 { // unset: twice the rate, so a token may briefly double its rate
 		c.burst = max(1, int(2*c.rate))
 	}
 	cfg := auth.Config{Rate: c.rate, Burst: c.burst}

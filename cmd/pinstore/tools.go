@@ -65,7 +65,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 }
 
 func runShards(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("shards", "shards\n\nprints the shard map and whether each host answers", stderr)
+	fs := newFlags("shards", "shards\n\nprints the shard map and whether each host answers; exits 1 when any host does not", stderr)
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -83,10 +83,13 @@ func runShards(ctx context.Context, args []string, getenv func(string) string, s
 	if topo != nil {
 		fmt.Fprintf(stdout, "map version %s, revision %d in %s\n", m.Version(), topo.rev, topo.c.URL())
 	}
-	for _, h := range s.Hosts(ctx) {
+	hosts := s.Hosts(ctx)
+	var down []string
+	for _, h := range hosts {
 		state := "up"
 		if !h.OK {
 			state = "DOWN: " + h.Error
+			down = append(down, h.Name)
 		}
 		fmt.Fprintf(stdout, "host %-12s %-24s %s\n", h.Name, h.Addr, state)
 		if h.Replica != "" {
@@ -109,6 +112,10 @@ func runShards(ctx context.Context, args []string, getenv func(string) string, s
 			}
 			fmt.Fprintf(stdout, "server %-24s routes by %s (revision %d), drained %s%s\n", sv.ID, sv.Version, sv.MapRevision, sv.Drained, note)
 		}
+	}
+	// A script or a monitor reads the exit status: any host down fails.
+	if len(down) > 0 {
+		return fmt.Errorf("shards: %d of %d hosts not answering: %s", len(down), len(hosts), strings.Join(down, ", "))
 	}
 	return nil
 }

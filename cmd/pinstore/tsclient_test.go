@@ -7,14 +7,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 
 	pinstore "github.com/pinstore/pinstore"
+	"github.com/pinstore/pinstore/internal/testenv"
 )
 
 // TestTypeScriptClients generates each client's types with
@@ -34,9 +33,10 @@ import (
 // ignored, so its closed objects are opened), which checks every field the
 // old client was generated with is still there with its type.
 //
-// It needs node and the packages of package-lock.json (npm ci at the
-// repository root). Without them it fails when CI=true and skips
-// otherwise.
+// It needs node 20 or later and npm; it installs the packages of
+// package-lock.json itself (npm ci at the repository root) when
+// node_modules does not hold them. Without node it fails when CI=true
+// and skips otherwise.
 func TestTypeScriptClients(t *testing.T) {
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
@@ -78,39 +78,14 @@ func TestTypeScriptClients(t *testing.T) {
 	}
 }
 
-// tsToolchain finds node, npm and the installed packages, and returns the
-// path of a package binary by name. A missing piece fails the test when
-// CI=true (CI installs them: .ci/run runs npm ci) and skips it otherwise.
+// tsToolchain makes sure node and the packages package-lock.json pins are
+// installed (testenv.NodeModules runs npm ci when they are not), and
+// returns the path of a package binary by name. Without node or npm the
+// test fails when CI=true and skips otherwise.
 func tsToolchain(t *testing.T, root string) func(string) string {
 	t.Helper()
-	bin := func(name string) string { return filepath.Join(root, "node_modules", ".bin", name) }
-	var missing []string
-	node, err := exec.LookPath("node")
-	if err != nil {
-		missing = append(missing, "node is not on PATH")
-	} else if out, err := exec.Command(node, "--version").Output(); err != nil {
-		missing = append(missing, fmt.Sprintf("node --version: %v", err))
-	} else if major, _ := strconv.Atoi(strings.SplitN(strings.TrimPrefix(strings.TrimSpace(string(out)), "v"), ".", 2)[0]); major < 20 {
-		missing = append(missing, fmt.Sprintf("node %s is older than 20", strings.TrimSpace(string(out))))
-	}
-	if _, err := exec.LookPath("npm"); err != nil {
-		missing = append(missing, "npm is not on PATH")
-	}
-	for _, name := range []string{"openapi-typescript", "tsc", "tsx"} {
-		if _, err := os.Stat(bin(name)); err != nil {
-			missing = append(missing, fmt.Sprintf("node_modules/.bin/%s is missing (run npm ci at the repository root)", name))
-		}
-	}
-	if _, err := os.Stat(filepath.Join(root, "node_modules", "openapi-fetch", "package.json")); err != nil {
-		missing = append(missing, "node_modules/openapi-fetch is missing (run npm ci at the repository root)")
-	}
-	if len(missing) > 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("the TypeScript client tests cannot run: %s", strings.Join(missing, "; "))
-		}
-		t.Skipf("skipping the TypeScript client tests: %s", strings.Join(missing, "; "))
-	}
-	return bin
+	binDir := testenv.NodeModules(t, root)
+	return func(name string) string { return filepath.Join(binDir, name) }
 }
 
 // runTool runs a command in dir with extra environment, logs its output,
