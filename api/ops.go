@@ -47,9 +47,11 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) error {
 // readyTimeout bounds a readiness check.
 const readyTimeout = 2 * time.Second
 
-// readyz: every host and Redis answer; a check turned off by
-// configuration (Redis with PINSTORE_REDIS_DISABLED) is listed as disabled
-// and does not make the server unready.
+// readyz: every host and Redis answer (503 "unavailable" otherwise). A
+// check turned off by configuration (Redis with PINSTORE_REDIS_DISABLED) is
+// listed as disabled and does not make the server unready; a failed check
+// that only degrades the server (a stale topology: it keeps serving on the
+// map it has) makes it 200 "degraded".
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
@@ -57,7 +59,11 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 	resp := ReadyResponse{Status: "ok", Checks: checks}
 	status := http.StatusOK
 	for _, c := range checks {
-		if !c.OK && !c.Disabled {
+		switch {
+		case c.OK, c.Disabled:
+		case c.Degrades && status == http.StatusOK:
+			resp.Status = "degraded"
+		case !c.Degrades:
 			resp.Status, status = "unavailable", http.StatusServiceUnavailable
 		}
 	}

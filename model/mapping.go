@@ -164,22 +164,46 @@ type List struct {
 
 // Health is one dependency's state as readiness checks report it.
 type Health struct {
-	Name     string `json:"name"`               // "mysql:<host name>" or "redis"
+	Name     string `json:"name"`               // "mysql:<host name>", "redis" or "topology"
 	OK       bool   `json:"ok"`                 // it answered in time
 	Disabled bool   `json:"disabled,omitempty"` // turned off by configuration: not asked, not needed (OK false)
 	Error    string `json:"error,omitempty"`    // safe to show: no DSN, no password
+	// Degrades marks a check whose failure leaves the server serving
+	// (degraded, not unready): the topology, whose map the server keeps.
+	Degrades bool `json:"degrades,omitempty"`
 }
 
 // ShardMapInfo is the shard map a server routes by, as the admin route
 // shows it: no DSN, no password.
 type ShardMapInfo struct {
 	Version  string      `json:"version"`   // short hash of the map's canonical form
-	Source   string      `json:"source"`    // the map file, or "PINSTORE_MYSQL_DSN"
+	Source   string      `json:"source"`    // the map file, the topology URL, or "PINSTORE_MYSQL_DSN"
 	LoadedAt time.Time   `json:"loaded_at"` // when this version was put in force
 	Shards   int         `json:"shards"`    // logical shard count
 	DBPrefix string      `json:"db_prefix"` // shard N is database <prefix><N as %05d>
 	Hosts    []HostInfo  `json:"hosts"`     // sorted by name
 	Ranges   []RangeInfo `json:"ranges"`    // in shard order
+
+	// With the topology in etcd: the map's etcd revision, whether this
+	// server follows it (Stale says why not), and the servers registered.
+	Revision int64        `json:"revision,omitempty"`
+	Stale    string       `json:"stale,omitempty"`
+	Servers  []ServerInfo `json:"servers,omitempty"`
+	// ServersError says why Servers could not be read (etcd unreachable).
+	ServersError string `json:"servers_error,omitempty"`
+}
+
+// ServerInfo is a running server as it registered itself in the
+// topology: which map it routes by, and from which map on no write routed
+// by an older one is still running on it.
+type ServerInfo struct {
+	ID          string    `json:"id"`
+	Addr        string    `json:"addr"`
+	Version     string    `json:"version"`
+	MapRevision int64     `json:"map_revision"`
+	Drained     string    `json:"drained"`
+	Started     time.Time `json:"started"`
+	Updated     time.Time `json:"updated"`
 }
 
 // HostInfo is one physical MySQL host of the map and whether it answers.

@@ -170,7 +170,8 @@ func (s *Store) cleanTaken(ctx context.Context) {
 	taken := oc.taken
 	oc.taken = map[shardsql.DB][]shardsql.CachedMark{}
 	oc.mu.Unlock()
-	t := s.router.Current()
+	t, release := s.router.Enter()
+	defer release()
 	for db, marks := range taken {
 		sh, err := t.Shard(db.N)
 		if err != nil || sh.ReadOnly {

@@ -76,7 +76,17 @@ func (s *Store) HealPairs(ctx context.Context, olderThan time.Duration) (int, er
 			}
 		}
 		for start := 0; start < len(dbs); start += sweepShardsPerStatement {
-			n, err := s.healHost(ctx, op, h, dbs[start:min(start+sweepShardsPerStatement, len(dbs))], cutoff)
+			// Pinned, and only the shards still writable on h in the map
+			// in force: a move may have begun since t was read.
+			pt, release := s.router.Enter()
+			var chunk []shardsql.DB
+			for _, db := range dbs[start:min(start+sweepShardsPerStatement, len(dbs))] {
+				if sh, _ := pt.Shard(db.N); !sh.ReadOnly && sh.Host.Name == h.Name {
+					chunk = append(chunk, db)
+				}
+			}
+			n, err := s.healHost(ctx, op, h, chunk, cutoff)
+			release()
 			settled += n
 			if err != nil {
 				errs = append(errs, err)

@@ -75,9 +75,11 @@ func (s *Store) claimKey(ctx context.Context, op string, sh topology.Shard) (*ke
 	if k == nil {
 		return nil, nil
 	}
-	if err := sh.Writable(op); err != nil {
+	sh, release, err := s.enterShard(ctx, op, sh.N)
+	if err != nil {
 		return nil, err
 	}
+	defer release()
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
 	db := sh.Host.DB
@@ -230,19 +232,21 @@ const (
 // key to a request; this only frees its space.
 func (s *Store) SweepKeys(ctx context.Context) (int, error) {
 	const op = "store.SweepKeys"
-	t := s.router.Current()
 	cutoff := shardsql.Now()
 	deleted := 0
 	var errs []error
-	for n := range t.Len() {
-		sh, _ := t.Shard(n)
-		if sh.ReadOnly {
-			continue
-		}
+	for n := range s.router.Current().Len() {
 		for ctx.Err() == nil {
+			t, release := s.router.Enter()
+			sh, _ := t.Shard(n)
+			if sh.ReadOnly {
+				release()
+				break
+			}
 			c, cancel := s.deadline(ctx)
 			k, err := shardsql.DeleteExpiredKeys(c, sh.Host.DB, sh.DB, cutoff, keySweepBatch)
 			cancel()
+			release()
 			deleted += k
 			if err != nil && len(errs) < 10 {
 				errs = append(errs, classify(op, sh, err))

@@ -11,11 +11,33 @@ import (
 	"github.com/pinstore/pinstore/store/shardmap"
 )
 
+// TopologySource is where the map in force comes from when it is not a
+// file (etcd): what /readyz and the admin route say about it.
+type TopologySource interface {
+	// String names it, without credentials.
+	String() string
+	// Health is false, with why, while the server may route by an older
+	// map than the topology's (etcd unreachable, a map rejected).
+	Health() (bool, string)
+	// Revision is the topology's revision of the map in force.
+	Revision() int64
+	// Servers lists the servers following the topology.
+	Servers(ctx context.Context) ([]model.ServerInfo, error)
+}
+
 // Ready pings every host of the map in force (master) and Redis, each with
-// a one-second deadline. Errors name the host, never its DSN.
+// a one-second deadline, and reports the topology source's health. Errors
+// name the host, never its DSN.
 func (s *Store) Ready(ctx context.Context) []model.Health {
 	hosts := s.router.Current().Hosts()
-	out := make([]model.Health, len(hosts)+1)
+	out := make([]model.Health, len(hosts)+1, len(hosts)+2)
+	if src := s.cfg.Source; src != nil {
+		h := model.Health{Name: "topology", OK: true, Degrades: true}
+		if ok, why := src.Health(); !ok {
+			h.OK, h.Error = false, why
+		}
+		out = append(out, h)
+	}
 	var wg sync.WaitGroup
 	for i, h := range hosts {
 		wg.Go(func() {
@@ -91,6 +113,18 @@ func (s *Store) ShardMapInfo(ctx context.Context) model.ShardMapInfo {
 	}
 	if info.Source == "" {
 		info.Source = "PINSTORE_MYSQL_DSN"
+	}
+	if src := s.cfg.Source; src != nil {
+		info.Source = src.String()
+		info.Revision = src.Revision()
+		if ok, why := src.Health(); !ok {
+			info.Stale = why
+		}
+		servers, err := src.Servers(ctx)
+		if err != nil {
+			info.ServersError = model.ErrorMessage(err)
+		}
+		info.Servers = servers
 	}
 	for _, h := range s.Hosts(ctx) {
 		info.Hosts = append(info.Hosts, model.HostInfo{Name: h.Name, Addr: h.Addr, Replica: h.Replica, OK: h.OK, Error: h.Error})

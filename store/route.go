@@ -48,13 +48,19 @@ func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFu
 }
 
 // inTx runs fn in a transaction on the shard's host and commits; any error
-// rolls back and is classified. A shard being moved refuses with EMoving.
-// The objects fn's statements changed lose their cached copies before
-// inTx returns (cache.go).
+// rolls back and is classified. The write is pinned to the topology in
+// force (topology.Router.EnterShard), on the host that topology names
+// for sh's shard: while a move switches the shard it waits for the new
+// map (the write buffer) and then runs on the new host, or fails with
+// EMoving after the buffer window. fn must use sh for its database name
+// only. The objects fn's statements changed lose their cached copies
+// before inTx returns (cache.go).
 func (s *Store) inTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
-	if err := sh.Writable(op); err != nil {
+	sh, release, err := s.enterShard(ctx, op, sh.N)
+	if err != nil {
 		return err
 	}
+	defer release()
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
 	tx, err := sh.Host.DB.BeginTxx(ctx, nil)
@@ -82,6 +88,29 @@ func (s *Store) inTx(ctx context.Context, op string, sh topology.Shard, fn func(
 		s.objects.invalidate(ctx, sh.DB, t.Touched(), token) // before the write is acknowledged
 	}
 	return nil
+}
+
+// enterShard pins the write route of shard n (topology.Router.EnterShard)
+// with the store's write buffer; background work (noBuffer) does not wait.
+func (s *Store) enterShard(ctx context.Context, op string, n int) (topology.Shard, func(), error) {
+	window := s.cfg.WriteBuffer
+	if ctx.Value(noBufferKey{}) != nil {
+		window = 0
+	}
+	sh, release, err := s.router.EnterShard(ctx, op, n, window, s.cfg.WriteBufferMax)
+	if err != nil {
+		return sh, nil, shardsql.Classify(op, "", err)
+	}
+	return sh, release, nil
+}
+
+// noBufferKey marks the context of background work: its writes to a shard
+// being moved fail at once (to be retried by the next sweep) rather than
+// wait in the write buffer.
+type noBufferKey struct{}
+
+func withoutBuffer(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noBufferKey{}, true)
 }
 
 // inRetryTx is inTx, run again when InnoDB picks it as a deadlock victim

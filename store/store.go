@@ -47,6 +47,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/pinstore/pinstore/internal/metrics"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/fanout"
 	"github.com/pinstore/pinstore/store/objcache"
@@ -59,25 +60,33 @@ import (
 // Config is everything Open needs. The zero value of each field but Map
 // is a usable default.
 type Config struct {
-	Map            *shardmap.Map // required
-	MapFile        string        // where Map came from, for reloads; "" when built from the environment
-	CursorSecret   []byte        // signs list cursors; random when empty (cursors then die with the process)
-	Limits         model.Limits  // document limits
-	MaxDocBytes    int           // stored document limit; default 16 KiB
-	PoolSize       int           // max open connections per host; default 64
-	PointReadLanes int           // reads by id out to a host at once before they are batched (pointread); default 2
-	QueryTimeout   time.Duration // per-statement deadline when the caller set none; default 5s
-	FeedBackfill   int           // a followee's newest pins a follow copies into the feed; default 1000
-	FeedSweep      time.Duration // redo fan-out left in feed_outbox: at Open, then this often; 0 = never (tools)
+	Map            *shardmap.Map  // required
+	MapFile        string         // where Map came from, for reloads; "" when built from the environment
+	Source         TopologySource // where Map came from when it is not a file (etcd); nil otherwise
+	CursorSecret   []byte         // signs list cursors; random when empty (cursors then die with the process)
+	Limits         model.Limits   // document limits
+	MaxDocBytes    int            // stored document limit; default 16 KiB
+	PoolSize       int            // max open connections per host; default 64
+	PointReadLanes int            // reads by id out to a host at once before they are batched (pointread); default 2
+	QueryTimeout   time.Duration  // per-statement deadline when the caller set none; default 5s
+	FeedBackfill   int            // a followee's newest pins a follow copies into the feed; default 1000
+	FeedSweep      time.Duration  // redo fan-out left in feed_outbox: at Open, then this often; 0 = never (tools)
 	// FeedPullThreshold: an author with at least this many followers when
 	// they pin is pulled (their pins merged into feeds at read time, not
 	// fanned out); default 10,000 (DefaultFeedPullThreshold).
 	FeedPullThreshold int64
 	PairSweep         time.Duration // settle pairs left marked in pair_outbox: at Open, then this often; 0 = never (tools)
-	Redis             RedisConfig
-	ObjectCache       ObjectCacheConfig
-	Logger            *slog.Logger
-	Registerer        prometheus.Registerer
+	// WriteBuffer is how long a write to a shard being switched by a move
+	// waits for the new map before EMoving; default
+	// topology.DefaultWriteBuffer, negative: no wait.
+	WriteBuffer time.Duration
+	// WriteBufferMax is how many writes may wait at once; default
+	// topology.DefaultWriteBufferMax.
+	WriteBufferMax int64
+	Redis          RedisConfig
+	ObjectCache    ObjectCacheConfig
+	Logger         *slog.Logger
+	Registerer     prometheus.Registerer
 }
 
 // RedisConfig names the Redis (or Redis Cluster) holding the owner cache.
@@ -148,6 +157,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.FeedPullThreshold <= 0 {
 		cfg.FeedPullThreshold = DefaultFeedPullThreshold
 	}
+	if cfg.WriteBuffer == 0 {
+		cfg.WriteBuffer = topology.DefaultWriteBuffer
+	}
+	if cfg.WriteBufferMax <= 0 {
+		cfg.WriteBufferMax = topology.DefaultWriteBufferMax
+	}
 	if len(cfg.CursorSecret) == 0 {
 		cfg.CursorSecret = make([]byte, 32)
 		_, _ = rand.Read(cfg.CursorSecret)
@@ -165,6 +180,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	s.openCache(ctx)
+	buf := s.router.Buffer()
+	metrics.Register(cfg.Registerer, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pinstore_write_buffer_waits_total",
+		Help: "Writes that waited in the server for a move's switch to a shard's new host."}, func() float64 { return float64(buf.Waited.Load()) }))
+	metrics.Register(cfg.Registerer, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pinstore_write_buffer_expired_total",
+		Help: "Writes refused with shard_moving: the switch outlasted the write buffer window, or too many writes waited."}, func() float64 { return float64(buf.Expired.Load()) }))
+	metrics.Register(cfg.Registerer, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pinstore_write_buffer_waiting",
+		Help: "Writes waiting now for a move's switch."}, func() float64 { return float64(buf.Waiting()) }))
 	s.feed = fanout.Start(s.router, fanout.Config{
 		QueryTimeout: cfg.QueryTimeout,
 		Sweep:        cfg.FeedSweep,
@@ -172,7 +194,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		Logger:       cfg.Logger,
 		Registerer:   cfg.Registerer,
 	})
-	loops, stop := context.WithCancel(context.Background())
+	loops, stop := context.WithCancel(withoutBuffer(context.Background()))
 	s.stop, s.done = stop, make(chan struct{})
 	var wg sync.WaitGroup
 	if cfg.PairSweep > 0 {

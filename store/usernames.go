@@ -134,14 +134,16 @@ func (s *Store) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object
 // transaction, makes concurrent claimants deadlock on the gap or on the
 // row's shared locks.
 func (s *Store) claimUsername(ctx context.Context, op, key string, user uint64) error {
-	sh := usernameShard(s.router.Current(), key)
-	if err := sh.Writable(op); err != nil {
-		return err
-	}
+	n := usernameShard(s.router.Current(), key).N
 	for range 3 {
+		sh, release, err := s.enterShard(ctx, op, n)
+		if err != nil {
+			return err
+		}
 		c, cancel := s.deadline(ctx)
-		err := shardsql.ClaimUsername(c, sh.Host.DB, sh.DB, key, user, shardsql.Now())
+		err = shardsql.ClaimUsername(c, sh.Host.DB, sh.DB, key, user, shardsql.Now())
 		cancel()
+		release()
 		if err == nil {
 			return nil
 		}

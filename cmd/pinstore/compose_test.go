@@ -3,9 +3,11 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/pinstore/pinstore/store/etcdtopo"
 	"github.com/pinstore/pinstore/store/shardmap"
 
 	"go.yaml.in/yaml/v3"
@@ -98,6 +100,35 @@ func TestDockerCompose(t *testing.T) {
 	}
 	if hosts["mysql-a"] != 2048 || hosts["mysql-b"] != 2048 {
 		t.Fatalf("shards per host: %v", hosts)
+	}
+	// The etcd profile: etcd, a one-shot push of the same map, and an API
+	// that follows etcd with the rest of the api's configuration.
+	for _, name := range []string{"etcd", "topology-init", "api-etcd"} {
+		if _, ok := c.Services[name]; !ok {
+			t.Fatalf("no service %q", name)
+		}
+	}
+	ti := c.Services["topology-init"]
+	if got := strings.Join(ti.Command, " "); got != "topology push /etc/pinstore/shardmap.yaml --init" || !slices.Contains(ti.Volumes, "./deploy/shardmap.compose.yaml:/etc/pinstore/shardmap.yaml:ro") {
+		t.Fatalf("topology-init runs %q with %v", got, ti.Volumes)
+	}
+	ae := c.Services["api-etcd"]
+	for _, svc := range []string{"topology-init", "provision"} {
+		if _, ok := ae.DependsOn[svc]; !ok {
+			t.Fatalf("api-etcd does not wait for %s", svc)
+		}
+	}
+	for k, v := range ae.Environment {
+		if k == "PINSTORE_TOPOLOGY" {
+			u, err := etcdtopo.ParseURL(v)
+			if err != nil || ti.Environment[k] != v || u.Endpoints[0] != "etcd:2379" {
+				t.Fatalf("api-etcd follows %q (%v), topology-init pushes to %q", v, err, ti.Environment[k])
+			}
+			continue
+		}
+		if api.Environment[k] != v {
+			t.Errorf("api-etcd sets %s=%q, the api %q", k, v, api.Environment[k])
+		}
 	}
 	for name, h := range m.Hosts {
 		host := strings.TrimSuffix(strings.TrimPrefix(shardmap.HostAddr(h.Master), "tcp("), ":3306)")

@@ -25,8 +25,10 @@ const defaultFeedSweep = 5 * time.Minute
 // PINSTORE_POOL_SIZE, PINSTORE_POINT_READ_LANES,
 // PINSTORE_FEED_PULL_THRESHOLD, PINSTORE_REDIS_ADDRS,
 // PINSTORE_REDIS_CLUSTER, PINSTORE_REDIS_PASSWORD, PINSTORE_REDIS_PREFIX,
-// PINSTORE_REDIS_DISABLED, PINSTORE_OBJECT_CACHE, PINSTORE_OBJECT_CACHE_PREFIX
-// and PINSTORE_OBJECT_CACHE_TTL.
+// PINSTORE_REDIS_DISABLED, PINSTORE_OBJECT_CACHE, PINSTORE_OBJECT_CACHE_PREFIX,
+// PINSTORE_OBJECT_CACHE_TTL, PINSTORE_WRITE_BUFFER and
+// PINSTORE_WRITE_BUFFER_MAX. With PINSTORE_TOPOLOGY the map is read from
+// etcd by openTopology: Map then holds only the shard count and prefix.
 func storeConfig(getenv func(string) string) (store.Config, error) {
 	var cfg store.Config
 	shards, prefix := shardmap.DefaultShards, shardmap.DefaultDBPrefix
@@ -41,9 +43,17 @@ func storeConfig(getenv func(string) string) (store.Config, error) {
 		prefix = v
 	}
 	var err error
-	if cfg.MapFile = getenv("PINSTORE_SHARD_MAP"); cfg.MapFile != "" {
+	cfg.MapFile = getenv("PINSTORE_SHARD_MAP")
+	switch {
+	case getenv("PINSTORE_TOPOLOGY") != "":
+		if cfg.MapFile != "" {
+			return cfg, fmt.Errorf("PINSTORE_TOPOLOGY and PINSTORE_SHARD_MAP are both set: the shard map comes from one place; unset one")
+		}
+		// openTopology reads the map from etcd; these are its defaults.
+		cfg.Map = &shardmap.Map{Shards: shards, DBPrefix: prefix}
+	case cfg.MapFile != "":
 		cfg.Map, err = shardmap.Load(cfg.MapFile, shards, prefix)
-	} else {
+	default:
 		dsn := getenv("PINSTORE_MYSQL_DSN")
 		if dsn == "" {
 			dsn = shardmap.DefaultDSN
@@ -97,6 +107,21 @@ func storeConfig(getenv func(string) string) (store.Config, error) {
 	var err2 error
 	if cfg.ObjectCache.TTL, err2 = durationFromEnv(getenv, "PINSTORE_OBJECT_CACHE_TTL", defaultObjectCacheTTL, false); err2 != nil {
 		return cfg, err2
+	}
+	// How long a write to a range a move is switching waits for the new
+	// map (0: refused at once with shard_moving), and how many may wait.
+	if cfg.WriteBuffer, err2 = durationFromEnv(getenv, "PINSTORE_WRITE_BUFFER", topology.DefaultWriteBuffer, true); err2 != nil {
+		return cfg, err2
+	}
+	if cfg.WriteBuffer == 0 {
+		cfg.WriteBuffer = -1
+	}
+	if v := getenv("PINSTORE_WRITE_BUFFER_MAX"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return cfg, fmt.Errorf("PINSTORE_WRITE_BUFFER_MAX: %q is not a positive number", v)
+		}
+		cfg.WriteBufferMax = n
 	}
 	return cfg, nil
 }

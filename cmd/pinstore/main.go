@@ -30,6 +30,7 @@ commands:
   repair [--dry-run]         find and fix pairs with one side missing, feeds, and the username index
   move-shards --range A-B --to HOST [--settle D] [--keep-source] [--abort]
                              move a range of shards to another host of the map
+  topology push FILE | pull  the shard map into and out of etcd (PINSTORE_TOPOLOGY)
   id decode ID               print an ID's shard, type and local id as JSON
   id encode --shard S --type T --local L
                              print the ID with those parts
@@ -68,6 +69,8 @@ func runCommand(ctx context.Context, cmd string, rest []string, getenv func(stri
 		return runRepair(ctx, rest, getenv, stdout, stderr)
 	case "move-shards":
 		return runMoveShards(ctx, rest, getenv, stdout, stderr)
+	case "topology":
+		return runTopology(ctx, rest, getenv, stdout, stderr)
 	case "id":
 		return runID(rest, stdout, stderr)
 	case "token":

@@ -17,9 +17,10 @@ import (
 )
 
 // runMoveShards is `pinstore move-shards --range A-B --to HOST`: it moves
-// the shard databases of the range to HOST, rewriting the shard map file
-// (PINSTORE_SHARD_MAP) as it goes; running servers follow the file
-// (WatchMap). Killed at any point, the same command finishes the move;
+// the shard databases of the range to HOST, rewriting the shard map as it
+// goes: the map file (PINSTORE_SHARD_MAP), which running servers poll, or
+// the map in etcd (PINSTORE_TOPOLOGY), which they watch and where each
+// reports the map it routes by. Killed at any point, the same command finishes the move;
 // with --abort it rolls back a move that has not switched yet. The state
 // of a move in progress is the lock file <map file>.move (see package
 // reshard). It opens no store: the move works on the map file and its own
@@ -32,7 +33,7 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 	keep := fs.Bool("keep-source", false, "leave the source databases in place after the switch (stale copies; drop them by hand)")
 	abort := fs.Bool("abort", false, "roll back the move in progress (before its switch): range writable on its source, copies on the target dropped")
 	servers := fs.String("servers", "", "comma-separated base URLs of every running server (e.g. http://10.0.0.5:8080): after each map change, wait until each reports the new map at /v1/admin/shard-map (with the service token in PINSTORE_ADMIN_TOKEN) instead of waiting --settle")
-	confirmWait := fs.Duration("confirm-timeout", time.Minute, "with --servers: how long a server may take to report a new map before the move stops")
+	confirmWait := fs.Duration("confirm-timeout", time.Minute, "with --servers or PINSTORE_TOPOLOGY: how long a server may take to report a new map before the move stops")
 	par := fs.Int("parallel", 4, "shards copied at once")
 	batch := fs.Int("batch", 1000, "rows per copy chunk")
 	if err := parseFlags(fs, args, stdout); err != nil {
@@ -57,25 +58,42 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 	if err != nil {
 		return fmt.Errorf("move-shards: %w", err)
 	}
-	if cfg.MapFile == "" {
-		return errors.New("move-shards: PINSTORE_SHARD_MAP must name the shard map file the servers read")
+	topo, err := openTopology(ctx, getenv, &cfg)
+	if err != nil {
+		return fmt.Errorf("move-shards: %w", err)
 	}
-	var confirm func(context.Context, string) error
-	if *servers != "" {
-		if confirm, err = confirmServers(*servers, adminToken(getenv), *confirmWait); err != nil {
+	defer topo.close()
+	opt := reshard.Options{
+		First: first, Last: last, To: *to,
+		MapFile: cfg.MapFile, Shards: cfg.Map.Shards, DBPrefix: cfg.Map.DBPrefix, PoolSize: cfg.PoolSize,
+		Settle: *settle, MapPoll: poll, KeepSource: *keep, Abort: *abort,
+		Parallel: *par, Batch: *batch, Progress: stdout,
+	}
+	stateAt := reshard.LockPath(cfg.MapFile)
+	switch {
+	case topo != nil:
+		if *servers != "" {
+			return errors.New("move-shards: --servers is for a map file; with PINSTORE_TOPOLOGY every server registers in etcd, and the move waits for each of them")
+		}
+		home := etcdHome{topo.c.Home()}
+		opt.Home = home
+		stateAt = "etcd, " + topo.c.URL().String() + "/move"
+		opt.Confirm = func(ctx context.Context, version string) error {
+			_, err := topo.c.WaitDrained(ctx, version, *confirmWait)
+			return err
+		}
+		opt.ConfirmDrains = true
+	case cfg.MapFile == "":
+		return errors.New("move-shards: PINSTORE_SHARD_MAP must name the shard map file the servers read, or PINSTORE_TOPOLOGY the etcd topology they follow")
+	case *servers != "":
+		if opt.Confirm, err = confirmServers(*servers, adminToken(getenv), *confirmWait); err != nil {
 			return fmt.Errorf("move-shards: --servers: %w", err)
 		}
 	}
-	rep, err := reshard.Move(ctx, reshard.Options{
-		First: first, Last: last, To: *to,
-		MapFile: cfg.MapFile, Shards: cfg.Map.Shards, DBPrefix: cfg.Map.DBPrefix, PoolSize: cfg.PoolSize,
-		Settle: *settle, MapPoll: poll, Confirm: confirm, KeepSource: *keep, Abort: *abort,
-		Parallel: *par, Batch: *batch, Progress: stdout,
-	})
+	rep, err := reshard.Move(ctx, opt)
 	if err != nil {
 		if !model.IsCode(err, model.EInvalid) && !model.IsCode(err, model.EConflict) || errors.Is(err, context.Canceled) {
-			fmt.Fprintf(stderr, "move-shards: interrupted; run the same command again to finish the move, or add --abort to roll it back (state in %s)\n",
-				reshard.LockPath(cfg.MapFile))
+			fmt.Fprintf(stderr, "move-shards: interrupted; run the same command again to finish the move, or add --abort to roll it back (state in %s)\n", stateAt)
 		}
 		return err
 	}

@@ -20,6 +20,8 @@ import (
 
 	"github.com/pinstore/pinstore/api"
 	"github.com/pinstore/pinstore/store"
+	"github.com/pinstore/pinstore/store/etcdtopo"
+	"github.com/pinstore/pinstore/store/shardmap"
 )
 
 // The store serves every interface the API declares (api.Store: Creator,
@@ -74,6 +76,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	if cfg.PairSweep, err = pairSweep(getenv); err != nil {
 		return fmt.Errorf("serve: %w", err)
+	}
+	topo, err := openTopology(ctx, getenv, &cfg)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer topo.close()
+	var source *topologySource
+	if topo != nil {
+		source = &topologySource{t: topo}
+		cfg.Source = source
+		logger.Info("shard map read from etcd", "topology", topo.c.URL().String(), "revision", topo.rev, "version", cfg.Map.Version(), "summary", cfg.Map.Summary())
 	}
 	st, err := store.Open(ctx, cfg)
 	if err != nil {
@@ -162,6 +175,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		// Request contexts don't derive from ctx: a shutdown lets requests
 		// in flight finish rather than cancelling their queries.
 	}
+	if topo != nil {
+		f := followTopology(ctx, topo, st, ln.Addr().String(), logger)
+		defer f.Close() // after the last request: the registration goes with it
+		source.f = f
+	}
 	logger.Info("listening", "addr", ln.Addr().String())
 
 	served := make(chan error, 1)
@@ -184,6 +202,36 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// followTopology starts following the etcd topology: each new map that
+// validates is put in force, and this server is registered (ID: host name
+// and port) with the version it routes by.
+func followTopology(ctx context.Context, topo *etcdTopo, st *store.Store, addr string, logger *slog.Logger) *etcdtopo.Follower {
+	host, port, _ := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() {
+		if h, err := os.Hostname(); err == nil {
+			host = h
+		}
+	}
+	id := net.JoinHostPort(host, port)
+	m := st.Map()
+	return topo.c.Follow(ctx, topo.rev, m.Version(), etcdtopo.FollowConfig{
+		ID: id, Addr: id, Shards: m.Shards, DBPrefix: m.DBPrefix, Logger: logger,
+		Drain: st.Router().Drain,
+		Apply: func(m *shardmap.Map, rev int64) error {
+			before := st.Map().Version()
+			if m.Version() == before {
+				return nil
+			}
+			if err := st.Router().Reload(m); err != nil {
+				return err
+			}
+			logger.Info("shard map reloaded", "topology", topo.c.URL().String(), "revision", rev, "version", m.Version(), "previous", before,
+				"ranges", len(m.Ranges), "hosts", len(m.Hosts), "summary", m.Summary())
+			return nil
+		},
+	})
 }
 
 // serveDebug serves net/http/pprof on addr, which must be a loopback

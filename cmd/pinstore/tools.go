@@ -15,16 +15,30 @@ import (
 )
 
 // openStore opens the store the environment describes, for operator
-// commands (no Redis needed: they work on MySQL alone).
-func openStore(ctx context.Context, getenv func(string) string, stderr io.Writer) (*store.Store, error) {
+// commands (no Redis needed: they work on MySQL alone), with the map from
+// the map file or etcd. The topology is nil without PINSTORE_TOPOLOGY;
+// close it after the store.
+func openStore(ctx context.Context, getenv func(string) string, stderr io.Writer) (*store.Store, *etcdTopo, error) {
 	cfg, err := storeConfig(getenv)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	topo, err := openTopology(ctx, getenv, &cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if topo != nil {
+		cfg.Source = &topologySource{t: topo}
 	}
 	cfg.Redis.Disabled = true
 	cfg.CursorSecret = []byte("unused by operator commands")
 	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	return store.Open(ctx, cfg)
+	s, err := store.Open(ctx, cfg)
+	if err != nil {
+		topo.close()
+		return nil, nil, err
+	}
+	return s, topo, nil
 }
 
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -36,10 +50,11 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("migrate: unexpected arguments %q", fs.Args())
 	}
-	s, err := openStore(ctx, getenv, stderr)
+	s, topo, err := openStore(ctx, getenv, stderr)
 	if err != nil {
 		return err
 	}
+	defer topo.close()
 	defer s.Close()
 	start := time.Now()
 	if err := s.Migrate(ctx, store.MigrateOptions{PerHost: *par, Progress: stdout}); err != nil {
@@ -57,13 +72,17 @@ func runShards(ctx context.Context, args []string, getenv func(string) string, s
 	if fs.NArg() > 0 {
 		return fmt.Errorf("shards: unexpected arguments %q", fs.Args())
 	}
-	s, err := openStore(ctx, getenv, io.Discard)
+	s, topo, err := openStore(ctx, getenv, io.Discard)
 	if err != nil {
 		return err
 	}
+	defer topo.close()
 	defer s.Close()
 	m := s.Map()
 	fmt.Fprintf(stdout, "%d shards, databases %s … %s\n", m.Shards, m.DBName(0), m.DBName(m.Shards-1))
+	if topo != nil {
+		fmt.Fprintf(stdout, "map version %s, revision %d in %s\n", m.Version(), topo.rev, topo.c.URL())
+	}
 	hosts := s.Hosts(ctx)
 	var down []string
 	for _, h := range hosts {
@@ -78,6 +97,20 @@ func runShards(ctx context.Context, args []string, getenv func(string) string, s
 		}
 		for _, r := range h.Ranges {
 			fmt.Fprintf(stdout, "  shards %s\n", r)
+		}
+	}
+	if topo != nil {
+		servers, err := topo.servers(ctx)
+		if err != nil {
+			return fmt.Errorf("shards: listing the servers: %w", err)
+		}
+		fmt.Fprintf(stdout, "%d servers registered\n", len(servers))
+		for _, sv := range servers {
+			note := ""
+			if sv.Version != m.Version() {
+				note = " (not the map in etcd)"
+			}
+			fmt.Fprintf(stdout, "server %-24s routes by %s (revision %d), drained %s%s\n", sv.ID, sv.Version, sv.MapRevision, sv.Drained, note)
 		}
 	}
 	// A script or a monitor reads the exit status: any host down fails.
@@ -96,10 +129,11 @@ func runRepair(ctx context.Context, args []string, getenv func(string) string, s
 	if fs.NArg() > 0 {
 		return fmt.Errorf("repair: unexpected arguments %q", fs.Args())
 	}
-	s, err := openStore(ctx, getenv, stderr)
+	s, topo, err := openStore(ctx, getenv, stderr)
 	if err != nil {
 		return err
 	}
+	defer topo.close()
 	defer s.Close()
 	rep, err := s.Repair(ctx, *dry, stderr)
 	if err != nil {

@@ -39,9 +39,11 @@ import (
 	"github.com/pinstore/pinstore/store/topology"
 )
 
-// Router is what fan-out needs of the topology: the version in force.
+// Router is what fan-out needs of the topology: the version in force, and
+// the version in force pinned for a batch of writes (topology.Router).
 type Router interface {
 	Current() *topology.Topology
+	Enter() (*topology.Topology, func())
 }
 
 // Config tunes a Fanout.

@@ -37,7 +37,8 @@ func (l *lane) process(batch []Job) {
 	f := l.f
 	ctx, cancel := context.WithTimeout(context.Background(), 2*f.cfg.QueryTimeout)
 	defer cancel()
-	t := f.r.Current()
+	t, release := f.r.Enter() // a move waits for the batch before it relies on its source
+	defer release()
 	failed := make([]bool, len(batch))
 	var firstErr error
 	// A deleted pin also leaves the owner cache here: until the cache takes

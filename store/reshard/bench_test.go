@@ -30,6 +30,10 @@ import (
 // set:
 //
 //	PINSTORE_BENCH_MOVE_SHARDS=256 go test -count=1 -run TestMoveShardsBench -v -timeout 30m ./store/reshard
+//
+// With PINSTORE_BENCH_MOVE_TOPOLOGY=etcd the same data moves the way a
+// fleet on etcd moves it (benchEtcdMove): the map in a real etcd, two
+// servers following it with the default write buffer, one writer on each.
 func TestMoveShardsBench(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("PINSTORE_BENCH_MOVE_SHARDS"))
 	if n <= 0 {
@@ -112,6 +116,10 @@ func TestMoveShardsBench(t *testing.T) {
 	f.write(t, fmt.Sprintf("{shards: 0-%d, host: h0}", n-1), fmt.Sprintf("{shards: %d-%d, host: h1}", n, n+3))
 	if err := s.Router().ReloadFile(); err != nil {
 		t.Fatal(err)
+	}
+	if os.Getenv("PINSTORE_BENCH_MOVE_TOPOLOGY") == "etcd" {
+		benchEtcdMove(t, f, s, n, boards, seeded.Load())
+		return
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -1,13 +1,10 @@
 package reshard
 
 import (
-	"errors"
+	"context"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -26,7 +23,8 @@ const (
 	stepAborted  = "aborted"
 )
 
-// moveState is the lock file, <map file>.move:
+// moveState is the state of the move in progress, kept by the Home's lock
+// (the file <map file>.move, or a key in etcd):
 //
 //	range: 0-255            # the shards being moved
 //	to: mysql-b             # target host
@@ -57,53 +55,55 @@ type moveFrom struct {
 	Host   string `yaml:"host"`
 }
 
-// LockPath is the lock file of the moves of the map at mapFile. It exists
-// while a move of that map is in progress (see the package comment).
-func LockPath(mapFile string) string { return mapFile + ".move" }
-
-// moveLock is the open, flocked lock file.
+// moveLock is the held lock of moves with the parsed state of the move
+// in progress (nil: none).
 type moveLock struct {
-	f     *os.File
-	path  string
-	state *moveState // nil: no move in progress
+	l     MoveLock
+	state *moveState
 }
 
-// openMoveLock opens (creating it empty) and flocks the lock file at path,
-// and reads the move it records. Another process holding it is EConflict;
-// a file that does not parse is an error for a person to look at.
-func openMoveLock(path string) (*moveLock, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+// openMoveLock takes the lock of moves of home and reads the move it
+// records. A state that does not parse is an error for a person to look at.
+func openMoveLock(ctx context.Context, home Home) (*moveLock, error) {
+	l, err := home.LockMoves(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, model.Errorf(model.EConflict, "another pinstore move-shards is running (it holds %s)", path)
-		}
-		return nil, err
-	}
-	l := &moveLock{f: f, path: path}
-	data, err := io.ReadAll(f)
-	if err != nil {
-		l.close()
-		return nil, err
-	}
+	ml := &moveLock{l: l}
+	data := l.State()
 	if len(strings.TrimSpace(string(data))) == 0 {
-		return l, nil
+		return ml, nil
 	}
 	var st moveState
 	if err := yaml.Unmarshal(data, &st); err != nil {
-		l.close()
-		return nil, fmt.Errorf("move lock %s does not parse (fix or delete it by hand): %w", path, err)
+		l.Unlock()
+		return nil, fmt.Errorf("move state %s does not parse (fix or delete it by hand): %w", l, err)
 	}
 	if err := st.index(); err != nil {
-		l.close()
-		return nil, fmt.Errorf("move lock %s: %w", path, err)
+		l.Unlock()
+		return nil, fmt.Errorf("move state %s: %w", l, err)
 	}
-	l.state = &st
-	return l, nil
+	ml.state = &st
+	return ml, nil
 }
+
+// where names the state, for messages.
+func (l *moveLock) where() string { return l.l.String() }
+
+// save records the state.
+func (l *moveLock) save(ctx context.Context) error {
+	l.state.PID = os.Getpid()
+	b, err := yaml.Marshal(l.state)
+	if err != nil {
+		return err
+	}
+	return l.l.Save(ctx, b)
+}
+
+// remove deletes the state (the move is over) while still holding the lock.
+func (l *moveLock) remove(ctx context.Context) error { return l.l.Remove(ctx) }
+
+func (l *moveLock) close() { l.l.Unlock() }
 
 // index fills first, last and src from Range and From.
 func (st *moveState) index() error {
@@ -133,41 +133,6 @@ func (st *moveState) index() error {
 }
 
 func (st *moveState) source(sh int) string { return st.src[sh-st.first] }
-
-// save rewrites the lock file in place (it must keep its inode: the flock
-// is on it) and syncs it.
-func (l *moveLock) save() error {
-	l.state.PID = os.Getpid()
-	b, err := yaml.Marshal(l.state)
-	if err != nil {
-		return err
-	}
-	b = append([]byte("# pinstore move-shards in progress: run the same command again to finish it,\n# or with --abort to roll it back. Do not delete this file while the map\n# shows the range read-only or on the target.\n"), b...)
-	if err := l.f.Truncate(0); err != nil {
-		return err
-	}
-	if _, err := l.f.WriteAt(b, 0); err != nil {
-		return err
-	}
-	return l.f.Sync()
-}
-
-// remove deletes the lock file (the move is over) while still holding it.
-func (l *moveLock) remove() error {
-	err := os.Remove(l.path)
-	if errors.Is(err, os.ErrNotExist) {
-		err = nil
-	}
-	if err == nil {
-		err = syncDir(filepath.Dir(l.path))
-	}
-	return err
-}
-
-func (l *moveLock) close() {
-	_ = syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
-	l.f.Close()
-}
 
 // where reads from the map where the move st stands: the whole range on
 // its sources writable (copy) or read-only (hold), or on the target

@@ -1,6 +1,7 @@
 package reshard
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,20 +11,21 @@ import (
 	"github.com/pinstore/pinstore/store/shardmap"
 )
 
-// loadMap reads the map file with the shard count and prefix of the map in
-// force as defaults, as a server reloading it does.
-func (mv *mover) loadMap() (*shardmap.Map, error) {
-	return shardmap.Load(mv.path, mv.cur.Shards, mv.cur.DBPrefix)
+// loadMap reads the map with the shard count and prefix of the map in
+// force as defaults, as a server reloading it does, and its revision.
+func (mv *mover) loadMap(ctx context.Context) (*shardmap.Map, string, error) {
+	return mv.home.ReadMap(ctx, mv.cur.Shards, mv.cur.DBPrefix)
 }
 
-// rewrite re-reads the map file (so that an operator's unrelated edit made
+// rewrite re-reads the map (so that an operator's unrelated edit made
 // during the move is kept), checks that the move still stands at step
 // expect (EConflict if not), applies fn to the range's ranges, checks that
-// a server could put the result in force, and writes it. Nothing is
-// written on error.
-func (mv *mover) rewrite(expect string, fn func(*shardmap.Range), why string) (*shardmap.Map, error) {
+// a server could put the result in force, and writes it as a
+// compare-and-swap on the revision it read: a change made meanwhile by
+// anyone else makes it EConflict. Nothing is written on error.
+func (mv *mover) rewrite(ctx context.Context, expect string, fn func(*shardmap.Range), why string) (*shardmap.Map, error) {
 	st := mv.lock.state
-	m, err := mv.loadMap()
+	m, rev, err := mv.loadMap(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -32,7 +34,7 @@ func (mv *mover) rewrite(expect string, fn func(*shardmap.Range), why string) (*
 		return nil, err
 	}
 	if step != expect {
-		return nil, model.Errorf(model.EConflict, "the map file changed under the move: the range should be at step %q, the file says %q", expect, step)
+		return nil, model.Errorf(model.EConflict, "the shard map changed under the move: the range should be at step %q, the map says %q", expect, step)
 	}
 	next, err := m.Rewrite(st.first, st.last, fn)
 	if err != nil {
@@ -41,9 +43,11 @@ func (mv *mover) rewrite(expect string, fn func(*shardmap.Range), why string) (*
 	if err := mv.servable(next); err != nil {
 		return nil, fmt.Errorf("the rewritten map would be rejected by servers (nothing written): %w", err)
 	}
-	if err := mv.writeMap(next, why); err != nil {
+	note := fmt.Sprintf("Rewritten by pinstore move-shards (shards %s to %s: %s) at %s.", st.Range, st.To, why, time.Now().UTC().Format(time.RFC3339))
+	if _, err := mv.home.WriteMap(ctx, next, rev, note); err != nil {
 		return nil, err
 	}
+	mv.cur = next
 	return next, nil
 }
 
@@ -60,29 +64,6 @@ func (mv *mover) servable(m *shardmap.Map) error {
 			return fmt.Errorf("host %q: %w", name, err)
 		}
 	}
-	return nil
-}
-
-// writeMap atomically replaces the map file with m, which becomes the map
-// in force as far as this move is concerned (servers load it from the
-// file).
-func (mv *mover) writeMap(m *shardmap.Map, why string) error {
-	st := mv.lock.state
-	body, err := m.Marshal()
-	if err != nil {
-		return err
-	}
-	head := fmt.Sprintf("# Shard map. Rewritten by pinstore move-shards (shards %s to %s: %s) at %s.\n",
-		st.Range, st.To, why, time.Now().UTC().Format(time.RFC3339))
-	data := append([]byte(head), body...)
-	written, err := shardmap.Parse(data, mv.cur.Shards, mv.cur.DBPrefix)
-	if err != nil {
-		return fmt.Errorf("the rewritten map does not validate (nothing written): %w", err)
-	}
-	if err := writeFileAtomic(mv.path, data); err != nil {
-		return err
-	}
-	mv.cur = written
 	return nil
 }
 

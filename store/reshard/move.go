@@ -31,8 +31,12 @@ type Options struct {
 	First, Last int    // the range of shards, inclusive
 	To          string // target host, as the map names it
 
+	// Home is where the shard map the servers follow lives (the map file,
+	// or etcd); Move reads and rewrites the map there, and keeps the
+	// move's state with Home's lock of moves. When nil, MapFile.
+	Home Home
 	// MapFile is the shard map file the servers follow
-	// (PINSTORE_SHARD_MAP); Move reads and rewrites it. Required.
+	// (PINSTORE_SHARD_MAP), used when Home is nil.
 	MapFile string
 	// Shards and DBPrefix are what the servers assume when the map file
 	// sets no shards or db_prefix (PINSTORE_SHARDS, PINSTORE_DB_PREFIX);
@@ -57,13 +61,18 @@ type Options struct {
 	// server reports routing by that version (or an error naming the one
 	// that does not); then Move waits only the query timeout, for writes
 	// routed on the old map to finish or roll back.
-	Confirm    func(ctx context.Context, version string) error
-	KeepSource bool      // leave the source databases in place after the switch
-	Abort      bool      // roll back the move in progress instead of finishing it
-	Parallel   int       // shards copied at once; default 4
-	Batch      int       // rows per copy chunk; default 1000
-	PoolSize   int       // connections per host (PINSTORE_POOL_SIZE); default 64
-	Progress   io.Writer // receives progress lines; nil for none
+	Confirm func(ctx context.Context, version string) error
+	// ConfirmDrains says that Confirm returns only once no write routed
+	// by an older map is still running on any server (servers following
+	// etcd report that): then Move does not wait the query timeout after
+	// it.
+	ConfirmDrains bool
+	KeepSource    bool      // leave the source databases in place after the switch
+	Abort         bool      // roll back the move in progress instead of finishing it
+	Parallel      int       // shards copied at once; default 4
+	Batch         int       // rows per copy chunk; default 1000
+	PoolSize      int       // connections per host (PINSTORE_POOL_SIZE); default 64
+	Progress      io.Writer // receives progress lines; nil for none
 
 	hook func(step string) error // tests: fail at a step as a kill would
 }
@@ -88,7 +97,7 @@ type Report struct {
 // mover is one Move run.
 type mover struct {
 	opt   Options
-	path  string        // map file
+	home  Home          // where the map lives
 	cur   *shardmap.Map // the map in force: read at the start, then each one written
 	hosts *hosts        // pools, by DSN
 	lock  *moveLock
@@ -119,13 +128,16 @@ type mover struct {
 // are not a *model.Error are wrapped with the operation ("reshard.Move: …").
 func Move(ctx context.Context, opt Options) (Report, error) {
 	const op = "reshard.Move"
-	mv := &mover{opt: opt, path: opt.MapFile, out: opt.Progress, start: time.Now()}
-	if mv.path == "" {
-		return mv.rep, model.Wrap(op, model.EInvalid, "moving shards needs a shard map file (PINSTORE_SHARD_MAP)", nil)
+	mv := &mover{opt: opt, home: opt.Home, out: opt.Progress, start: time.Now()}
+	if mv.home == nil && opt.MapFile != "" {
+		mv.home = FileHome(opt.MapFile)
+	}
+	if mv.home == nil {
+		return mv.rep, model.Wrap(op, model.EInvalid, "moving shards needs a shard map file (PINSTORE_SHARD_MAP) or a topology in etcd (PINSTORE_TOPOLOGY)", nil)
 	}
 	mv.defaults()
 	mv.hosts = newHosts(mv.opt.PoolSize)
-	rep, err := mv.rep, mv.load()
+	rep, err := mv.rep, mv.load(ctx)
 	if err == nil {
 		rep, err = mv.run(ctx)
 	}
@@ -187,11 +199,11 @@ func (mv *mover) hook(step string) error {
 	return nil
 }
 
-// load reads the map in force from the map file (as a server starting
+// load reads the map in force from its home (as a server starting
 // would) and the migrations every shard must have applied.
-func (mv *mover) load() error {
+func (mv *mover) load(ctx context.Context) error {
 	var err error
-	if mv.cur, err = shardmap.Load(mv.path, mv.opt.Shards, mv.opt.DBPrefix); err != nil {
+	if mv.cur, _, err = mv.home.ReadMap(ctx, mv.opt.Shards, mv.opt.DBPrefix); err != nil {
 		return err
 	}
 	mv.ms, err = migrations.All()
@@ -201,29 +213,29 @@ func (mv *mover) load() error {
 // run takes the lock, starts a new move (plan) or picks up the one in
 // progress, and carries it from the step the map shows to its end.
 func (mv *mover) run(ctx context.Context) (Report, error) {
-	lock, err := openMoveLock(LockPath(mv.path))
+	lock, err := openMoveLock(ctx, mv.home)
 	if err != nil {
 		return mv.rep, err
 	}
 	mv.lock = lock
 	defer lock.close()
-	m, err := mv.loadMap()
+	m, _, err := mv.loadMap(ctx)
 	if err != nil {
 		return mv.rep, err
 	}
 	fresh := lock.state == nil
 	if fresh {
 		if mv.opt.Abort {
-			_ = lock.remove()
-			return mv.rep, model.Errorf(model.EInvalid, "no move is in progress (no %s)", lock.path)
+			_ = lock.remove(ctx)
+			return mv.rep, model.Errorf(model.EInvalid, "no move is in progress (no %s)", lock.where())
 		}
 		st, err := mv.plan(ctx, m)
 		if err != nil {
-			_ = lock.remove() // it was empty: nothing changes
+			_ = lock.remove(ctx) // it was empty: nothing changes
 			return mv.rep, err
 		}
 		lock.state = st
-		if err := lock.save(); err != nil {
+		if err := lock.save(ctx); err != nil {
 			return mv.rep, err
 		}
 	} else {
@@ -231,7 +243,7 @@ func (mv *mover) run(ctx context.Context) (Report, error) {
 		if st.first != mv.opt.First || st.last != mv.opt.Last || st.To != mv.opt.To {
 			return mv.rep, model.Errorf(model.EConflict,
 				"a move of shards %s to %q is in progress (%s): run move-shards --range %s --to %s to finish it, or add --abort to roll it back",
-				st.Range, st.To, lock.path, st.Range, st.To)
+				st.Range, st.To, lock.where(), st.Range, st.To)
 		}
 	}
 	st := lock.state
@@ -246,9 +258,13 @@ func (mv *mover) run(ctx context.Context) (Report, error) {
 	}
 	if !fresh {
 		mv.rep.Resumed = step
-		mv.logf("resuming the move of shards %s to %s at step %q (lock %s)", st.Range, st.To, step, lock.path)
+		mv.logf("resuming the move of shards %s to %s at step %q (state in %s)", st.Range, st.To, step, lock.where())
 	} else {
-		mv.logf("moving shards %s (%d) from %s to %s; settle %v", st.Range, mv.rep.Shards, strings.Join(mv.rep.From, ", "), st.To, mv.opt.Settle)
+		wait := fmt.Sprintf("settle %v", mv.opt.Settle)
+		if mv.opt.Confirm != nil {
+			wait = "servers confirm each map"
+		}
+		mv.logf("moving shards %s (%d) from %s to %s; %s", st.Range, mv.rep.Shards, strings.Join(mv.rep.From, ", "), st.To, wait)
 	}
 	if mv.opt.Abort {
 		return mv.abort(ctx, m, step)
@@ -258,7 +274,7 @@ func (mv *mover) run(ctx context.Context) (Report, error) {
 		if err := mv.copyStep(ctx, m); err != nil {
 			return mv.rep, err
 		}
-		if m, err = mv.loadMap(); err != nil {
+		if m, _, err = mv.loadMap(ctx); err != nil {
 			return mv.rep, err
 		}
 		fallthrough
@@ -315,10 +331,10 @@ func (mv *mover) holdStep(ctx context.Context, m *shardmap.Map, resumed bool) er
 	heldAt := time.Now()
 	if !resumed {
 		st.Step = stepHold
-		if err := mv.lock.save(); err != nil {
+		if err := mv.lock.save(ctx); err != nil {
 			return err
 		}
-		ro, err := mv.rewrite(stepCopy, func(r *shardmap.Range) { r.ReadOnly = true }, "holding writes")
+		ro, err := mv.rewrite(ctx, stepCopy, func(r *shardmap.Range) { r.ReadOnly = true }, "holding writes")
 		if err != nil {
 			return err
 		}
@@ -342,7 +358,7 @@ func (mv *mover) holdStep(ctx context.Context, m *shardmap.Map, resumed bool) er
 	mv.rep.Final = time.Since(begin)
 	var mm *mismatch
 	if errors.As(err, &mm) {
-		return mv.rollback(mm)
+		return mv.rollback(ctx, mm)
 	}
 	if err != nil {
 		return err
@@ -350,10 +366,10 @@ func (mv *mover) holdStep(ctx context.Context, m *shardmap.Map, resumed bool) er
 	mv.logf("final pass: %d rows re-copied, %d shards verified in %v", rows, len(digests), round(mv.rep.Final))
 	st.Digests = digests
 	st.Step = stepSwitched
-	if err := mv.lock.save(); err != nil {
+	if err := mv.lock.save(ctx); err != nil {
 		return err
 	}
-	sw, err := mv.rewrite(stepHold, func(r *shardmap.Range) { r.Host, r.ReadOnly = st.To, false }, "switched")
+	sw, err := mv.rewrite(ctx, stepHold, func(r *shardmap.Range) { r.Host, r.ReadOnly = st.To, false }, "switched")
 	if err != nil {
 		return err
 	}
@@ -375,6 +391,10 @@ func (mv *mover) settle(ctx context.Context, version string) error {
 	if err := mv.opt.Confirm(ctx, version); err != nil {
 		return fmt.Errorf("confirming that every server routes by map %s: %w", version, err)
 	}
+	if mv.opt.ConfirmDrains {
+		mv.logf("confirmed: every server routes by map %s, and no write routed by an older map is running (%v)", version, round(time.Since(begin)))
+		return nil
+	}
 	mv.logf("confirmed: every server routes by map %s (%v); waiting the query timeout %v for writes routed on the old map", version, round(time.Since(begin)), mv.opt.QueryTimeout)
 	return sleep(ctx, mv.opt.QueryTimeout)
 }
@@ -389,9 +409,9 @@ func (mv *mover) finishStep(ctx context.Context) error {
 	}
 	if mv.opt.KeepSource {
 		mv.logf("keeping the source databases (--keep-source): they are stale copies now; drop them when convenient")
-		return mv.lock.remove()
+		return mv.lock.remove(ctx)
 	}
-	m, err := mv.loadMap()
+	m, _, err := mv.loadMap(ctx)
 	if err != nil {
 		return err
 	}
@@ -443,7 +463,7 @@ func (mv *mover) finishStep(ctx context.Context) error {
 			shardList(late), mv.opt.Settle)
 	}
 	mv.logf("dropped %d source databases", mv.rep.Dropped)
-	return mv.lock.remove()
+	return mv.lock.remove(ctx)
 }
 
 // abort rolls back the move in progress: the range writable on its
@@ -455,7 +475,7 @@ func (mv *mover) abort(ctx context.Context, m *shardmap.Map, step string) (Repor
 		return mv.rep, model.Errorf(model.EConflict, "the move of %s to %q has switched already and the target may have taken writes; finish it (run without --abort) and move the range back", st.Range, st.To)
 	}
 	if step == stepHold {
-		back, err := mv.rewrite(stepHold, func(r *shardmap.Range) { r.ReadOnly = false }, "aborted")
+		back, err := mv.rewrite(ctx, stepHold, func(r *shardmap.Range) { r.ReadOnly = false }, "aborted")
 		if err != nil {
 			return mv.rep, err
 		}
@@ -474,20 +494,20 @@ func (mv *mover) abort(ctx context.Context, m *shardmap.Map, step string) (Repor
 	mv.rep.Aborted = true
 	mv.rep.Total = time.Since(mv.start)
 	mv.rep.MapVersion = mv.cur.Version()
-	return mv.rep, mv.lock.remove()
+	return mv.rep, mv.lock.remove(ctx)
 }
 
 // rollback ends a hold whose verification failed: the range writable on
 // the source again, copies kept for inspection, the lock marked aborted.
-func (mv *mover) rollback(mm *mismatch) error {
+func (mv *mover) rollback(ctx context.Context, mm *mismatch) error {
 	st := mv.lock.state
-	back, err := mv.rewrite(stepHold, func(r *shardmap.Range) { r.ReadOnly = false }, "verification failed")
+	back, err := mv.rewrite(ctx, stepHold, func(r *shardmap.Range) { r.ReadOnly = false }, "verification failed")
 	if err != nil {
 		return err
 	}
 	st.Step = stepAborted
 	st.Note = mm.Error()
-	if err := mv.lock.save(); err != nil {
+	if err := mv.lock.save(ctx); err != nil {
 		return err
 	}
 	mv.logf("VERIFICATION FAILED: %v; the range is writable on its source again (map version %s), nothing was dropped", mm, back.Version())

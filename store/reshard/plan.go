@@ -34,7 +34,7 @@ func (mv *mover) plan(ctx context.Context, m *shardmap.Map) (*moveState, error) 
 			continue
 		}
 		if r.ReadOnly {
-			return nil, model.Errorf(model.EConflict, "shard %d is read-only in the map but no move is recorded (%s): another tool may be moving it; finish that first", sh, LockPath(mv.path))
+			return nil, model.Errorf(model.EConflict, "shard %d is read-only in the map but no move is recorded (%s): another tool may be moving it; finish that first", sh, mv.lock.where())
 		}
 		if n := len(st.From); n > 0 && st.From[n-1].Host == r.Host {
 			a, _, _ := shardmap.ParseRange(st.From[n-1].Shards)

@@ -69,6 +69,8 @@ type Topology struct {
 	hosts  []*Host // distinct, in range order
 	open   []int   // shards open for new users and writable
 	loaded time.Time
+
+	inflight atomic.Int64 // writes pinned to this version (Router.Enter)
 }
 
 // Map is the shard map of this version.
@@ -129,9 +131,14 @@ type Router struct {
 	cfg Config
 	cur atomic.Pointer[Topology]
 
-	mu     sync.Mutex
-	pools  map[string]*sqlx.DB // by master DSN, shared across versions
-	queues map[*sqlx.DB]*pointread.Queue
+	mu      sync.Mutex
+	pools   map[string]*sqlx.DB // by master DSN, shared across versions
+	queues  map[*sqlx.DB]*pointread.Queue
+	changed chan struct{} // closed when the next topology is put in force
+	retired []*Topology   // replaced versions that may still have writes pinned
+
+	drained chan struct{} // a retired version's last pinned write ended
+	buffer  BufferStats
 }
 
 // New builds the topology of m (already validated) and puts it in force.
@@ -143,13 +150,14 @@ func New(m *shardmap.Map, cfg Config) (*Router, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Router{cfg: cfg, pools: map[string]*sqlx.DB{}, queues: map[*sqlx.DB]*pointread.Queue{}}
+	r := &Router{cfg: cfg, pools: map[string]*sqlx.DB{}, queues: map[*sqlx.DB]*pointread.Queue{},
+		changed: make(chan struct{}), drained: make(chan struct{}, 1)}
 	t, err := r.build(m)
 	if err != nil {
 		r.Close()
 		return nil, err
 	}
-	r.cur.Store(t)
+	r.install(t)
 	return r, nil
 }
 
@@ -176,7 +184,7 @@ func (r *Router) Reload(m *shardmap.Map) error {
 	if err != nil {
 		return err
 	}
-	r.cur.Store(t)
+	r.install(t)
 	return nil
 }
 

@@ -40,7 +40,7 @@ func (r *Router) ReloadFile() error {
 		}
 		// Compare-and-swap: if another reload won meanwhile, read the file
 		// again, so an older read never replaces a newer one.
-		if r.cur.CompareAndSwap(old, t) {
+		if r.installIf(old, t) {
 			return nil
 		}
 	}
@@ -131,7 +131,7 @@ func (w *mapWatcher) reload(data []byte) error {
 	if t.m.Version() == old.m.Version() {
 		return nil
 	}
-	if !w.r.cur.CompareAndSwap(old, t) {
+	if !w.r.installIf(old, t) {
 		w.file.Forget()
 	}
 	return nil

@@ -1,0 +1,188 @@
+package topology
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/pinstore/pinstore/model"
+)
+
+// Writes and map changes. A move holds writes to a range by marking it
+// read-only in the map, and relies on two promises of the Router:
+//
+//   - Every write runs pinned to the topology in force when it began
+//     (Enter, EnterShard): Drain returns only once no write pinned to an
+//     older topology is still running, so after Drain nothing routed by an
+//     older map can reach a source host.
+//   - A write to a read-only range waits in the server (EnterShard's
+//     buffer) for a map in which the range is writable again, on its new
+//     host, instead of failing: a move's switch is invisible to clients if
+//     it takes less than the buffer window, and fails with EMoving as
+//     before when it takes longer (or when too many writes wait already).
+
+// DefaultWriteBuffer is how long a write to a range being switched waits
+// for the new map before it is refused with EMoving.
+const DefaultWriteBuffer = 5 * time.Second
+
+// DefaultWriteBufferMax is how many writes may wait at once per server;
+// one more is refused at once.
+const DefaultWriteBufferMax = 2000
+
+// BufferStats counts what the write buffer did.
+type BufferStats struct {
+	Waited  atomic.Int64 // writes that waited for a map change
+	Expired atomic.Int64 // of which refused after the window (or over the limit)
+	waiting atomic.Int64
+}
+
+// Waiting is how many writes wait now.
+func (b *BufferStats) Waiting() int64 { return b.waiting.Load() }
+
+// Enter pins the topology in force for a write (or a batch of writes) and
+// returns it with the function that ends the pin, which must be called
+// once the writes have committed or rolled back. Route the writes by the
+// returned topology only.
+func (r *Router) Enter() (*Topology, func()) {
+	for {
+		t := r.cur.Load()
+		t.inflight.Add(1)
+		if r.cur.Load() == t {
+			return t, func() { r.leave(t) }
+		}
+		r.leave(t) // replaced meanwhile: pin the new one
+	}
+}
+
+func (r *Router) leave(t *Topology) {
+	if t.inflight.Add(-1) == 0 && r.cur.Load() != t {
+		select {
+		case r.drained <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// EnterShard pins the topology in force for a write to shard n and returns
+// the shard's route in it. While the shard's range is read-only (a move
+// is switching it), it waits for a map in which it is writable, for up to
+// window (0: no wait), then fails with EMoving; it fails at once when max
+// writes wait already, and when ctx ends. A shard outside the map is
+// EInvalid.
+func (r *Router) EnterShard(ctx context.Context, op string, n int, window time.Duration, max int64) (Shard, func(), error) {
+	var deadline time.Time
+	waited := false
+	defer func() {
+		if waited {
+			r.buffer.waiting.Add(-1)
+		}
+	}()
+	for {
+		t, release := r.Enter()
+		sh, err := t.Shard(n)
+		if err != nil {
+			release()
+			return Shard{}, nil, err
+		}
+		if !sh.ReadOnly {
+			return sh, release, nil
+		}
+		release()
+		changed := r.changes()
+		if r.cur.Load() != t {
+			continue // a new map came meanwhile: look at it
+		}
+		if !waited {
+			if window <= 0 || r.buffer.waiting.Add(1) > max {
+				if window > 0 {
+					r.buffer.waiting.Add(-1)
+					r.buffer.Expired.Add(1)
+				}
+				return Shard{}, nil, moving(op, n)
+			}
+			waited = true
+			r.buffer.Waited.Add(1)
+			deadline = time.Now().Add(window)
+		}
+		timer := time.NewTimer(time.Until(deadline))
+		select {
+		case <-changed:
+			timer.Stop()
+		case <-timer.C:
+			r.buffer.Expired.Add(1)
+			return Shard{}, nil, moving(op, n)
+		case <-ctx.Done():
+			timer.Stop()
+			return Shard{}, nil, model.Wrap(op, model.EMoving, fmt.Sprintf("shard %d is being moved; retry shortly", n), ctx.Err())
+		}
+	}
+}
+
+func moving(op string, n int) error {
+	return &model.Error{Code: model.EMoving, Op: op, Message: fmt.Sprintf("shard %d is being moved; retry shortly", n)}
+}
+
+// changes returns a channel closed when the next topology is put in force.
+func (r *Router) changes() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}
+
+// install puts t in force, wakes the writes waiting for a map change and
+// keeps the topology it replaced until its pinned writes have ended.
+func (r *Router) install(t *Topology) { r.installIf(nil, t) }
+
+// installIf is install if the topology in force is still old (nil: any).
+func (r *Router) installIf(old, t *Topology) bool {
+	r.mu.Lock()
+	if old != nil && r.cur.Load() != old {
+		r.mu.Unlock()
+		return false
+	}
+	old = r.cur.Swap(t)
+	if old != nil {
+		r.retired = append(r.retired, old)
+	}
+	kept := r.retired[:0]
+	for _, o := range r.retired {
+		if o.inflight.Load() > 0 {
+			kept = append(kept, o)
+		}
+	}
+	r.retired = kept
+	close(r.changed)
+	r.changed = make(chan struct{})
+	r.mu.Unlock()
+	return true
+}
+
+// Drain returns once no write pinned to a topology older than the one in
+// force is still running (or ctx ends, with its error).
+func (r *Router) Drain(ctx context.Context) error {
+	for {
+		r.mu.Lock()
+		kept := r.retired[:0]
+		for _, o := range r.retired {
+			if o.inflight.Load() > 0 {
+				kept = append(kept, o)
+			}
+		}
+		r.retired = kept
+		busy := len(kept) > 0
+		r.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		select {
+		case <-r.drained:
+		case <-time.After(5 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Buffer is what the write buffer did so far.
+func (r *Router) Buffer() *BufferStats { return &r.buffer }
