@@ -67,6 +67,7 @@ type Server struct {
 	edges      EdgeReader
 	ownerCache OwnerCache
 	ops        Ops
+	keys       KeyUser
 
 	logger    *slog.Logger
 	accessLog io.Writer
@@ -90,7 +91,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	st := cfg.Store
 	s := &Server{
-		creates: st, objects: st, edits: st, lists: st, mappings: st, feeds: st, edges: st, ownerCache: st, ops: st,
+		creates: st, objects: st, edits: st, lists: st, mappings: st, feeds: st, edges: st, ownerCache: st, ops: st, keys: st,
 
 		logger:    cfg.Logger,
 		accessLog: cfg.AccessLog,
