@@ -95,14 +95,19 @@ type storedResponse struct {
 	Body     string `json:"body"` // a string, so it comes back byte for byte
 }
 
-// renderCreated is the answer writeObject gives a create of o, as a key
-// keeps it.
-func renderCreated(o model.Object) ([]byte, error) {
+// renderCreated is the answer writeObject gives a create of o (201 with
+// its Location), or, created false, the 200 of a create that found o made
+// before, as a key keeps it.
+func renderCreated(o model.Object, created bool) ([]byte, error) {
 	body, err := appendObject(nil, o)
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(storedResponse{Status: http.StatusCreated, ETag: etag(o.Version), Location: objectPath(o), Body: string(body)})
+	sr := storedResponse{Status: http.StatusOK, ETag: etag(o.Version), Body: string(body)}
+	if created {
+		sr.Status, sr.Location = http.StatusCreated, objectPath(o)
+	}
+	return json.Marshal(sr)
 }
 
 // replay answers with a key's stored response, marked as replayed.

@@ -7,13 +7,13 @@
 INSERT INTO mapping_counts (from_id, mapping, n)
 SELECT e.from_id, 129, COUNT(*) FROM user_boards e
   JOIN boards o ON o.local_id = e.to_id & 68719476735
- WHERE JSON_VALUE(o.doc, '$.secret') = 'true'
+ WHERE JSON_CONTAINS(o.doc, 'true', '$.secret')
  GROUP BY e.from_id
 ON DUPLICATE KEY UPDATE n = VALUES(n)
 ;
 INSERT INTO mapping_counts (from_id, mapping, n)
 SELECT e.from_id, 131, COUNT(*) FROM user_pins e
   JOIN pins o ON o.local_id = e.to_id & 68719476735
- WHERE JSON_VALUE(o.doc, '$.secret') = 'true'
+ WHERE JSON_CONTAINS(o.doc, 'true', '$.secret')
  GROUP BY e.from_id
 ON DUPLICATE KEY UPDATE n = VALUES(n)

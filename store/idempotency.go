@@ -210,18 +210,24 @@ func (s *Store) UseKey(ctx context.Context) error {
 			return classify(op, home, err)
 		}
 	}
-	return model.Wrap(op, model.EKeyInUse, "a request with this Idempotency-Key is still running; retry later", nil)
+	return model.Wrap(op, model.EUnavailable, "this Idempotency-Key is changing hands; retry", nil)
 }
 
-// complete records the response to o as the outcome of kc's claim, in the
-// create's transaction tx on kc's target; EKeyInUse when the claim was
-// fenced (a retry took it over), which rolls the create back. A nil kc
-// does nothing.
+// complete records the response to the create of o as the outcome of
+// kc's claim, in the create's transaction tx on kc's target; EKeyInUse
+// when the claim was fenced (a retry took it over), which rolls the create
+// back. A nil kc does nothing.
 func (kc *keyClaim) complete(ctx context.Context, tx *shardsql.Tx, op string, o model.Object) error {
+	return kc.completeAs(ctx, tx, op, o, true)
+}
+
+// completeAs is complete for a create that made o (created) or found it
+// made before (a save of a pin to a board that holds one).
+func (kc *keyClaim) completeAs(ctx context.Context, tx *shardsql.Tx, op string, o model.Object, created bool) error {
 	if kc == nil {
 		return nil
 	}
-	resp, err := kc.k.Render(o)
+	resp, err := kc.k.Render(o, created)
 	if err != nil {
 		return model.Wrap(op, model.EInternal, "", err)
 	}

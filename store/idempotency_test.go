@@ -15,7 +15,7 @@ import (
 
 // keyCtx is ctx carrying the idempotency key key of a request with body.
 func keyCtx(key, body string) context.Context {
-	return model.WithIdempotency(ctx, model.NewIdempotency("test", key, "POST", "/v1/x", []byte(body), func(o model.Object) ([]byte, error) {
+	return model.WithIdempotency(ctx, model.NewIdempotency("test", key, "POST", "/v1/x", []byte(body), func(o model.Object, _ bool) ([]byte, error) {
 		return json.Marshal(struct {
 			ID  uint64 `json:"id"`
 			Doc string `json:"doc"`

@@ -120,7 +120,7 @@ func (s *Store) createPin(ctx context.Context, op string, doc model.PinDoc, acto
 					return err
 				}
 				if done {
-					return kc.complete(ctx, tx, op, obj)
+					return kc.completeAs(ctx, tx, op, obj, false)
 				}
 			}
 			b, err := s.marshalDoc(op, &doc)
