@@ -155,7 +155,7 @@ func (s *Server) seePath(r *http.Request, params []secretParam, p auth.Principal
 		}
 		objs[id] = o
 		if sp.typ == typeComment {
-			pin, err := s.commentPin(ctx, o)
+			pin, err := commentPin(o)
 			if err != nil {
 				return ctx, err
 			}
@@ -178,7 +178,7 @@ func (s *Server) seePath(r *http.Request, params []secretParam, p auth.Principal
 }
 
 // commentPin is the pin of comment c.
-func (s *Server) commentPin(_ context.Context, c model.Object) (uint64, error) {
+func commentPin(c model.Object) (uint64, error) {
 	d, err := model.DecodeDoc(typeComment, c.Doc)
 	if err != nil {
 		return 0, err
