@@ -21,8 +21,10 @@ package api
 //   - public: not behind Config.Auth at all (the operational routes).
 //
 // A refusal is 403 forbidden. Objects that don't exist are 404, exactly as
-// the handler would answer; since every token may read, a 403 on an
-// existing object reveals nothing a GET wouldn't.
+// the handler would answer; since every token may read what it can see,
+// and the route's visibility check (visibility.go) runs first and answers
+// 404 for what the caller may not see, a 403 on an existing object
+// reveals nothing a GET wouldn't.
 
 import (
 	"context"
@@ -78,20 +80,26 @@ func (who permission) check(s *Server, r *http.Request, p auth.Principal) error 
 	return who.user(s, r, p)
 }
 
-// protect returns h as its route serves it: behind Config.Auth (auth) and
-// then who, or h itself when auth is off or the route is public.
-func (s *Server) protect(auth func(http.Handler) http.Handler, who permission, h http.Handler) http.Handler {
-	if auth == nil || who.open {
+// protect returns h as route rt serves it: behind Config.Auth (auth) and
+// then its guard, or h itself when auth is off or the route is public.
+func (s *Server) protect(auth func(http.Handler) http.Handler, rt route, h http.Handler) http.Handler {
+	if auth == nil || rt.who.open {
 		return h
 	}
-	return auth(s.guard(who, h))
+	var params []secretParam
+	if rt.see&pathObjects != 0 {
+		params = secretParams(rt.pattern)
+	}
+	return auth(s.guard(rt.who, params, h))
 }
 
-// guard runs h when who lets the principal Config.Auth authenticated call
-// it, with a user token's user in the context as the actor. It answers
-// 401 when Auth let the request through without a principal, and the
-// error of who.check when who refuses.
-func (s *Server) guard(who permission, h http.Handler) http.Handler {
+// guard runs h when the principal Config.Auth authenticated may see the
+// objects params name (a user token: seePath; visibility.go) and who lets
+// it call the route, with a user token's user in the context as the
+// actor. It answers 401 when Auth let the request through without a
+// principal, the missing object's 404 for an object the user may not see,
+// and the error of who.check when who refuses, in that order.
+func (s *Server) guard(who permission, params []secretParam, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, ok := auth.FromContext(r.Context())
 		if !ok { // Auth did not authenticate: refuse rather than guess
@@ -100,6 +108,14 @@ func (s *Server) guard(who permission, h http.Handler) http.Handler {
 			return
 		}
 		recordPrincipal(w, p)
+		if len(params) > 0 && p.IsUser() && p.Has(who.scope) {
+			ctx, err := s.seePath(r, params, p)
+			if err != nil {
+				writeError(w, r, s.logger, err)
+				return
+			}
+			r = r.WithContext(ctx)
+		}
 		if err := who.check(s, r, p); err != nil {
 			writeError(w, r, s.logger, err)
 			return
@@ -212,9 +228,11 @@ func authorOfCommentInPath(s *Server, r *http.Request, p auth.Principal) error {
 }
 
 // ownsRef checks that ref i of the live object id (a board's owner, a
-// comment's author) is p's user. ENotFound as the handler would answer.
+// comment's author) is p's user, on the object the guard read (the
+// route's pathObjects check has already answered one p may not see as
+// missing). ENotFound as the handler would answer.
 func (s *Server) ownsRef(ctx context.Context, id uint64, typ idcodec.Type, i int, p auth.Principal, refusal string) error {
-	o, err := s.objects.Get(ctx, id, typ)
+	o, err := s.getSeen(ctx, id, typ)
 	if err != nil {
 		return err
 	}
@@ -223,34 +241,32 @@ func (s *Server) ownsRef(ctx context.Context, id uint64, typ idcodec.Type, i int
 		return err
 	}
 	if uint64(doc.Refs()[i]) != p.UserID {
-		if !visibleTo(o, p.UserID) {
-			return hidden(typ) // another user's secret board: as if missing
-		}
 		return forbidden("%s", refusal)
 	}
 	return nil
 }
 
-// ownsPinInPath: the pin {id} is the user's, by the owner cache.
+// ownsPinInPath: the pin {id} is the user's, by the pin the guard read
+// (its document names its owner), or else by the owner cache.
 func ownsPinInPath(s *Server, r *http.Request, p auth.Principal) error {
 	id, err := pathID(r, "id", typePin)
 	if err != nil {
 		return err
 	}
-	owners, err := s.ownerCache.Owners(r.Context(), []uint64{id})
-	if err != nil {
-		return err
-	}
-	owner, ok := owners[id]
-	if !ok {
-		return errorf(model.ENotFound, "pin %d not found", id)
-	}
-	if owner != p.UserID {
-		if err := s.checkVisible(r.Context(), id, typePin, p.UserID); model.IsCode(err, model.ENotFound) {
-			return errorf(model.ENotFound, "pin %d not found", id) // another user's secret pin: as if missing
-		} else if err != nil {
+	var owner uint64
+	if o, ok := seen(r.Context(), id); ok {
+		owner = ownerOf(o)
+	} else {
+		owners, err := s.ownerCache.Owners(r.Context(), []uint64{id})
+		if err != nil {
 			return err
 		}
+		var ok bool
+		if owner, ok = owners[id]; !ok {
+			return hidden(typePin)
+		}
+	}
+	if owner != p.UserID {
 		return forbidden("this pin belongs to another user")
 	}
 	return nil

@@ -130,6 +130,20 @@ func TestPermissions(t *testing.T) {
 			return model.Object{ID: id, Type: typ, Version: 1, Doc: doc}, nil
 		}
 	}
+	// byType answers Get with the document of the id's type in docs (nil:
+	// not found).
+	byType := func(docs map[idcodec.Type][]byte) func(context.Context, uint64, idcodec.Type) (model.Object, error) {
+		return func(_ context.Context, id uint64, typ idcodec.Type) (model.Object, error) {
+			doc := docs[typ]
+			if doc == nil {
+				return model.Object{}, model.Errorf(model.ENotFound, "%s not found", typ)
+			}
+			return model.Object{ID: id, Type: typ, Version: 1, Doc: doc}, nil
+		}
+	}
+	comment := []byte(`{"pin_id":"` + vecPin + `","author_id":"` + otherUser + `","text":"t","active":true}`)
+	ownComment := []byte(`{"pin_id":"` + vecPin + `","author_id":"` + vecUser + `","text":"t","active":true}`)
+	ownPin := []byte(`{"board_id":"` + vecBoard + `","owner_id":"` + vecUser + `","active":true}`)
 	ownerIs := func(owner string) func(context.Context, []uint64) (map[uint64]uint64, error) {
 		return func(_ context.Context, pins []uint64) (map[uint64]uint64, error) {
 			if owner == "" {
@@ -164,12 +178,17 @@ func TestPermissions(t *testing.T) {
 		{"user token, another's board", userTok, "PATCH", "/v1/boards/" + vecBoard, patchBody, fakeStore{get: boardOf(otherBoard)}, 403, "this board belongs to another user", []string{"Get"}},
 		{"user token, board gone", userTok, "DELETE", "/v1/boards/" + vecBoard, "", fakeStore{get: boardOf(nil)}, 404, "board not found", []string{"Get"}},
 		{"user token, its board", userTok, "DELETE", "/v1/boards/" + vecBoard, "", fakeStore{get: boardOf(ownBoard)}, 500, "", []string{"Get", "Delete"}},
-		{"user token moves on another's board", userTok, "PUT", "/v1/boards/" + vecBoard + "/pins/" + vecPin + "/position", `{"before":"68719476737"}`, fakeStore{get: boardOf(otherBoard)}, 403, "this board belongs to another user", []string{"Get"}},
-		{"user token, another's comment", userTok, "DELETE", "/v1/comments/" + fuzzComment, "", fakeStore{get: boardOf([]byte(`{"pin_id":"` + vecPin + `","author_id":"` + otherUser + `","text":"t","active":true}`))}, 403, "this comment is another user's", []string{"Get"}},
-		{"user token, another's pin", userTok, "PATCH", "/v1/pins/" + vecPin, patchBody, fakeStore{owners: ownerIs(otherUser), get: boardOf(otherPin)}, 403, "this pin belongs to another user", []string{"Owners", "Get"}},
+		{"user token moves on another's board", userTok, "PUT", "/v1/boards/" + vecBoard + "/pins/" + vecPin + "/position", `{"before":"68719476737"}`, fakeStore{get: byType(map[idcodec.Type][]byte{typeBoard: otherBoard, typePin: otherPin})}, 403, "this board belongs to another user", []string{"Get", "Get"}},
+		{"user token, another's comment", userTok, "DELETE", "/v1/comments/" + fuzzComment, "", fakeStore{get: byType(map[idcodec.Type][]byte{typeComment: comment, typePin: otherPin})}, 403, "this comment is another user's", []string{"Get", "Get"}},
+		// A comment is as visible as its pin: on another's secret pin, the
+		// comment (even the user's own) is as absent as a missing one.
+		{"user token, another's comment on a secret pin", userTok, "DELETE", "/v1/comments/" + fuzzComment, "", fakeStore{get: byType(map[idcodec.Type][]byte{typeComment: comment, typePin: otherSecretPin})}, 404, "comment not found", []string{"Get", "Get"}},
+		{"user token, its comment on another's secret pin", userTok, "PATCH", "/v1/comments/" + fuzzComment, `{"text":"x"}`, fakeStore{get: byType(map[idcodec.Type][]byte{typeComment: ownComment, typePin: otherSecretPin})}, 404, "comment not found", []string{"Get", "Get"}},
+		{"user token, comment gone", userTok, "PATCH", "/v1/comments/" + fuzzComment, `{"text":"x"}`, fakeStore{get: byType(nil)}, 404, "comment not found", []string{"Get"}},
+		{"user token, another's pin", userTok, "PATCH", "/v1/pins/" + vecPin, patchBody, fakeStore{get: boardOf(otherPin)}, 403, "this pin belongs to another user", []string{"Get"}},
 		// Another user's secret board or pin is as absent as a missing one:
 		// the same 404 and problem, never a 403 that would confirm it.
-		{"user token, another's secret pin", userTok, "PATCH", "/v1/pins/" + vecPin, patchBody, fakeStore{owners: ownerIs(otherUser), get: boardOf(otherSecretPin)}, 404, "pin " + vecPin + " not found", []string{"Owners", "Get"}},
+		{"user token, another's secret pin", userTok, "PATCH", "/v1/pins/" + vecPin, patchBody, fakeStore{get: boardOf(otherSecretPin)}, 404, "pin not found", []string{"Get"}},
 		{"user token reads another's secret pin", userTok, "GET", "/v1/pins/" + vecPin, "", fakeStore{get: boardOf(otherSecretPin)}, 404, "pin not found", []string{"Get"}},
 		{"user token reads its secret pin", userTok, "GET", "/v1/pins/" + vecPin, "", fakeStore{get: boardOf(ownSecretPin)}, 200, "", []string{"Get"}},
 		{"service token reads a secret pin", readTok, "GET", "/v1/pins/" + vecPin, "", fakeStore{get: boardOf(otherSecretPin)}, 200, "", []string{"Get"}},
@@ -179,9 +198,12 @@ func TestPermissions(t *testing.T) {
 		{"user token, likers of another's secret pin", userTok, "GET", "/v1/pins/" + vecPin + "/likers", "", fakeStore{get: boardOf(otherSecretPin)}, 404, "pin not found", []string{"Get"}},
 		{"user token, saves of another's secret pin", userTok, "GET", "/v1/pins/" + vecPin + "/saves", "", fakeStore{get: boardOf(otherSecretPin)}, 404, "pin not found", []string{"Get"}},
 		{"read token cannot save", readTok, "POST", "/v1/pins/" + vecPin + "/saves", `{"board_id":"` + vecBoard + `"}`, fakeStore{}, 403, "this route needs scope write", nil},
-		{"user token saves", userTok, "POST", "/v1/pins/" + vecPin + "/saves", `{"board_id":"` + vecBoard + `"}`, fakeStore{}, 500, "", []string{"SavePin"}},
-		{"user token, pin gone", userTok, "DELETE", "/v1/pins/" + vecPin, "", fakeStore{owners: ownerIs("")}, 404, "not found", []string{"Owners"}},
-		{"user token, its pin", userTok, "DELETE", "/v1/pins/" + vecPin, "", fakeStore{owners: ownerIs(vecUser)}, 500, "", []string{"Owners", "Delete"}},
+		{"user token saves", userTok, "POST", "/v1/pins/" + vecPin + "/saves", `{"board_id":"` + vecBoard + `"}`, fakeStore{get: boardOf(otherPin)}, 500, "", []string{"Get", "SavePin"}},
+		{"user token saves another's secret pin", userTok, "POST", "/v1/pins/" + vecPin + "/saves", `{"board_id":"` + vecBoard + `"}`, fakeStore{get: boardOf(otherSecretPin)}, 404, "pin not found", []string{"Get"}},
+		{"user token, pin gone", userTok, "DELETE", "/v1/pins/" + vecPin, "", fakeStore{get: boardOf(nil)}, 404, "pin not found", []string{"Get"}},
+		{"user token, its pin", userTok, "DELETE", "/v1/pins/" + vecPin, "", fakeStore{get: boardOf(ownPin)}, 500, "", []string{"Get", "Delete"}},
+		{"user token unlikes another's secret pin", userTok, "DELETE", "/v1/users/" + vecUser + "/likes/" + vecPin, "", fakeStore{get: boardOf(otherSecretPin)}, 404, "pin not found", []string{"Get"}},
+		{"service token, pin by the owner cache", writeTok, "DELETE", "/v1/pins/" + vecPin, "", fakeStore{owners: ownerIs(vecUser)}, 500, "", []string{"Delete"}},
 		{"user token without a user", auth.Principal{Name: "user:0", Kind: auth.KindUser, Scopes: auth.ScopeRead | auth.ScopeWrite}, "POST", "/v1/boards", `{"owner_id":"` + vecUser + `","name":"x"}`, fakeStore{}, 403, "this token may only act as its own user", nil},
 		{"service token acts for anyone", writeTok, "PATCH", "/v1/users/" + otherUser, `{"display_name":"x"}`, fakeStore{}, 500, "", []string{"Update"}},
 	}

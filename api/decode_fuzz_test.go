@@ -164,6 +164,10 @@ func (fuzzStore) Move(ctx context.Context, m model.Mapping, from, item, before, 
 	c.from, c.item, c.before, c.after = from, item, before, after
 	return nil
 }
+func (fuzzStore) UseKey(ctx context.Context) error {
+	record(ctx, "UseKey")
+	return nil
+}
 func (fuzzStore) Owners(ctx context.Context, pins []uint64) (map[uint64]uint64, error) {
 	record(ctx, "Owners").ids = pins
 	return map[uint64]uint64{}, nil

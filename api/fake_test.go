@@ -32,6 +32,11 @@ func unset(op string) error { return model.Wrap(op, model.EInternal, "", nil) }
 
 func (f *fakeStore) note(op string) { f.calls = append(f.calls, op) }
 
+func (f *fakeStore) UseKey(ctx context.Context) error {
+	f.note("UseKey")
+	return nil
+}
+
 func (f *fakeStore) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object, error) {
 	if err := doc.Validate(f.limits); err != nil {
 		return model.Object{}, err

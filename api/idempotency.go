@@ -21,8 +21,9 @@ import (
 // Idempotent-Replayed: true; the same key with another request is 422
 // idempotency_key_reused; a retry while the first still runs is 409
 // idempotency_key_in_use. Keys belong to who sent them (keyScope). The
-// store keeps each key with the object its create makes (store
-// idempotency.go).
+// store keeps each key on the shard its hash picks, its home, and the
+// outcome with the object its create makes (store idempotency.go), so a
+// key means the same on every route and shard.
 const (
 	IdempotencyKeyHeader = "Idempotency-Key"
 	ReplayedHeader       = "Idempotent-Replayed"
@@ -76,6 +77,16 @@ func parseIdempotencyKey(vs []string) (string, error) {
 	return k, nil
 }
 
+// KeyUser records the use of a key by a request that creates nothing.
+type KeyUser interface {
+	// UseKey records that the request whose context carries the key
+	// (model.IdempotencyOf) used it: the same key with another request,
+	// on any POST route, is then EKeyReused, and EKeyReused is what UseKey
+	// returns when the key was used with another request before. The
+	// same request again simply runs again.
+	UseKey(ctx context.Context) error
+}
+
 // storedResponse is what a key keeps of its create's answer.
 type storedResponse struct {
 	Status   int    `json:"status"`
@@ -84,14 +95,19 @@ type storedResponse struct {
 	Body     string `json:"body"` // a string, so it comes back byte for byte
 }
 
-// renderCreated is the answer writeObject gives a create of o, as a key
-// keeps it.
-func renderCreated(o model.Object) ([]byte, error) {
+// renderCreated is the answer writeObject gives a create of o (201 with
+// its Location), or, created false, the 200 of a create that found o made
+// before, as a key keeps it.
+func renderCreated(o model.Object, created bool) ([]byte, error) {
 	body, err := appendObject(nil, o)
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(storedResponse{Status: http.StatusCreated, ETag: etag(o.Version), Location: objectPath(o), Body: string(body)})
+	sr := storedResponse{Status: http.StatusOK, ETag: etag(o.Version), Body: string(body)}
+	if created {
+		sr.Status, sr.Location = http.StatusCreated, objectPath(o)
+	}
+	return json.Marshal(sr)
 }
 
 // replay answers with a key's stored response, marked as replayed.
@@ -118,7 +134,8 @@ func replay(w http.ResponseWriter, stored []byte) error {
 // is; malformed, 400; otherwise h runs with the key in its context
 // (model.WithIdempotency), and a create the store finds done before is
 // answered with its stored response. Routes that create nothing (a read
-// by POST) only check the key: they are safe to retry as they are.
+// by POST) record the key's use (KeyUser) once their input is valid, and
+// run again when retried: they are safe to retry as they are.
 func (s *Server) idempotent(h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		vs := r.Header.Values(IdempotencyKeyHeader)

@@ -58,15 +58,17 @@ func (s *Server) list(m model.Mapping) handlerFunc {
 		if err != nil {
 			return err
 		}
+		// A secret board's or pin's lists are as absent as the object: the
+		// route's pathObjects check answered a user token that may not see it.
 		viewer := actor(r.Context())
-		if err := s.checkVisible(r.Context(), from, m.From(), viewer); err != nil {
-			return err // a secret board's or pin's lists are as absent as the object
-		}
 		l, objs, err := s.lists.ListObjects(r.Context(), m, from, p) // ENotFound when from is not live
 		if err != nil {
 			return err
 		}
-		objs = visible(objs, viewer)
+		objs = shownAll(visible(objs, viewer), viewer)
+		if viewer != 0 && viewer != from {
+			l.Count -= l.Secret // another user's list counts only what they may see
+		}
 		page, err := s.page(r.Context(), v, objs, l.NextCursor, &l.Count)
 		if err != nil {
 			return err
@@ -123,12 +125,16 @@ func (s *Server) feed(w http.ResponseWriter, r *http.Request) error {
 
 // putMapping: PUT /v1/users/{id}/{mapping}/{target}; idempotent.
 func (s *Server) putMapping(m model.Mapping, param string) handlerFunc {
-	return s.changeMapping(m, param, s.mappings.AddMapping)
+	return s.changeMapping(m, param, func(ctx context.Context, m model.Mapping, from, to uint64) error {
+		return s.mappings.AddMapping(ctx, m, from, to)
+	})
 }
 
 // deleteMapping: DELETE /v1/users/{id}/{mapping}/{target}; idempotent.
 func (s *Server) deleteMapping(m model.Mapping, param string) handlerFunc {
-	return s.changeMapping(m, param, s.mappings.RemoveMapping)
+	return s.changeMapping(m, param, func(ctx context.Context, m model.Mapping, from, to uint64) error {
+		return s.mappings.RemoveMapping(ctx, m, from, to)
+	})
 }
 
 // changeMapping answers 204 once change (AddMapping or RemoveMapping) has

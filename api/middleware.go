@@ -26,6 +26,7 @@ const (
 	requestIDKey ctxKey = iota // the request id (withRequestID)
 	actorKey                   // the user a user token acts as (guard, authz.go)
 	scopeKey                   // who the request's idempotency keys belong to (guard, authz.go)
+	seenKey                    // the path objects the guard read (seenObjects, visibility.go)
 )
 
 // RequestIDHeader carries the request id in and out.

@@ -195,18 +195,11 @@ func (s *Server) getObject(typ idcodec.Type) handlerFunc {
 		if err != nil {
 			return err
 		}
-		o, err := s.objects.Get(r.Context(), id, typ)
+		o, err := s.getSeen(r.Context(), id, typ) // the route's pathObjects check read it for a user token
 		if err != nil {
 			return err
 		}
-		if viewer := actor(r.Context()); !visibleTo(o, viewer) {
-			return hidden(typ)
-		} else if typ == typeComment && viewer != 0 {
-			if err := s.commentVisible(r.Context(), o, viewer); err != nil {
-				return err
-			}
-		}
-		return writeObject(w, http.StatusOK, o)
+		return writeObject(w, http.StatusOK, shownTo(o, actor(r.Context())))
 	}
 }
 
@@ -216,7 +209,7 @@ func (s *Server) userByUsername(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeObject(w, http.StatusOK, o)
+	return writeObject(w, http.StatusOK, shownTo(o, actor(r.Context())))
 }
 
 // patchObject: PATCH /v1/{collection}/{id}, a JSON merge patch applied to
@@ -288,7 +281,7 @@ func (s *Server) getMany(typ idcodec.Type) handlerFunc {
 			if objs, err = s.objects.GetMany(r.Context(), ids, typ); err != nil {
 				return err
 			}
-			objs = visible(objs, actor(r.Context()))
+			objs = shownAll(visible(objs, actor(r.Context())), actor(r.Context()))
 		}
 		byID := make(map[string]model.Object, len(objs))
 		for _, o := range objs {

@@ -125,9 +125,11 @@ func TestCreatePinReadsBodyAndBoardOnce(t *testing.T) {
 
 // TestCreateAsTheBodyUser: a user token creates boards and comments only
 // as the user the body names, compared in the handler on the body it
-// decodes once; a malformed body is 400 before anything else; refusals
-// reach no store call. The pin's board is the store's to check: a refusal
-// there is its 403, passed through.
+// decodes once; a malformed body is 400 before any write; refusals reach
+// no store write. A comment's pin, named in its path, is read first (the
+// route's pathObjects check: a pin the user may not see is 404 whatever
+// the body). The pin's board is the store's to check: a refusal there is
+// its 403, passed through.
 func TestCreateAsTheBodyUser(t *testing.T) {
 	comments := "/v1/pins/" + vecPin + "/comments"
 	cases := []struct {
@@ -143,9 +145,9 @@ func TestCreateAsTheBodyUser(t *testing.T) {
 		{"board, malformed body", "/v1/boards", `{"owner_id":"` + otherUser + `",`, userTok, 400, "invalid JSON", nil},
 		{"board, no owner", "/v1/boards", `{"name":"x"}`, userTok, 400, "owner_id is required", nil},
 		{"board, invalid document", "/v1/boards", `{"owner_id":"` + vecUser + `"}`, userTok, 400, "", nil},
-		{"own comment", comments, `{"author_id":"` + vecUser + `","text":"nice"}`, userTok, 201, "", []string{"CreateComment"}},
-		{"comment as another", comments, `{"author_id":"` + otherUser + `","text":"forged"}`, userTok, 403, "a user token may only comment as its own user", nil},
-		{"comment, malformed body", comments, `{"author_id":1}`, userTok, 400, "author_id has the wrong JSON type", nil},
+		{"own comment", comments, `{"author_id":"` + vecUser + `","text":"nice"}`, userTok, 201, "", []string{"Get", "CreateComment"}},
+		{"comment as another", comments, `{"author_id":"` + otherUser + `","text":"forged"}`, userTok, 403, "a user token may only comment as its own user", []string{"Get"}},
+		{"comment, malformed body", comments, `{"author_id":1}`, userTok, 400, "author_id has the wrong JSON type", []string{"Get"}},
 		{"comment on a board id", "/v1/pins/" + vecBoard + "/comments", `{`, userTok, 404, "", nil},
 		{"pin on another's board", "/v1/pins", `{"board_id":"` + vecBoard + `"}`, userTok, 403, "a user token may only pin on its own user's boards", []string{"CreatePin"}},
 		{"pin, malformed body", "/v1/pins", `{"board_id":"` + vecBoard + `"} x`, userTok, 400, "trailing data", nil},
@@ -154,6 +156,9 @@ func TestCreateAsTheBodyUser(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			st := &fakeStore{
+				get: func(_ context.Context, id uint64, typ idcodec.Type) (model.Object, error) {
+					return model.Object{ID: id, Type: typ, Version: 1, Doc: otherPin}, nil // a public pin
+				},
 				createB: func(_ context.Context, doc model.BoardDoc) (model.Object, error) {
 					return created(idcodec.TypeBoard, &doc)
 				},

@@ -54,6 +54,11 @@ func (s *Server) owners(w http.ResponseWriter, r *http.Request) error {
 			order = append(order, str)
 		}
 	}
+	if model.IdempotencyOf(r.Context()) != nil {
+		if err := s.keys.UseKey(r.Context()); err != nil {
+			return err
+		}
+	}
 	owners := map[uint64]uint64{}
 	if len(ids) > 0 {
 		var err error

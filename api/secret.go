@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"slices"
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
@@ -11,7 +12,9 @@ import (
 // its board's flag) are shown only to their owner and to service tokens;
 // to anyone else they are exactly as absent as an object that does not
 // exist: 404 with the same problem, left out of every list, feed,
-// multi-get, owner look-up and viewer edge. The check runs on the objects
+// multi-get, owner look-up and viewer edge, and out of the counts of
+// boards and pins of their owner that anyone else sees. Each route
+// declares how it decides (visibility.go). The check runs on the objects
 // a handler is about to return, so a board made public again shows its
 // pins everywhere at once, with nothing rewritten.
 
@@ -60,35 +63,6 @@ func visible(objs []model.Object, viewer uint64) []model.Object {
 	return out
 }
 
-// checkVisible returns what a read of object id of typ by viewer answers
-// when viewer may not see it (or it does not exist): nil when it may.
-// Only boards and pins can be secret, and a comment is as visible as its
-// pin; for anything else, and for viewer 0, it reads nothing.
-func (s *Server) checkVisible(ctx context.Context, id uint64, typ idcodec.Type, viewer uint64) error {
-	if viewer == 0 {
-		return nil
-	}
-	switch typ {
-	case typeBoard, typePin:
-	case typeComment:
-		c, err := s.objects.Get(ctx, id, typeComment)
-		if err != nil {
-			return err
-		}
-		return s.commentVisible(ctx, c, viewer)
-	default:
-		return nil
-	}
-	o, err := s.objects.Get(ctx, id, typ)
-	if err != nil {
-		return err
-	}
-	if !visibleTo(o, viewer) {
-		return hidden(typ)
-	}
-	return nil
-}
-
 // visibleIDs reports, for each of ids (pins), whether viewer may see it:
 // false for a pin that is gone as for a secret pin of another user.
 func (s *Server) visibleIDs(ctx context.Context, ids []uint64, typ idcodec.Type, viewer uint64) (map[uint64]bool, error) {
@@ -103,15 +77,36 @@ func (s *Server) visibleIDs(ctx context.Context, ids []uint64, typ idcodec.Type,
 	return out, nil
 }
 
-// commentVisible is checkVisible for the comment c already read: a
-// comment is as visible as its pin.
-func (s *Server) commentVisible(ctx context.Context, c model.Object, viewer uint64) error {
-	d, err := model.DecodeDoc(typeComment, c.Doc)
-	if err != nil {
-		return err
+// shownTo is o as viewer may see it: a user shown to a user token of
+// anyone else carries counts that leave out their secret boards and pins
+// (model.SecretCounted); the user themself and service tokens (viewer 0)
+// see every count exactly.
+func shownTo(o model.Object, viewer uint64) model.Object {
+	if viewer == 0 || o.ID == viewer || o.Counts == nil {
+		return o
 	}
-	if s.checkVisible(ctx, uint64(d.(*model.CommentDoc).PinID), typePin, viewer) != nil {
-		return hidden(typeComment)
+	counted, secret := model.Counted(o.Type), model.SecretCounted(o.Type)
+	if len(secret) == 0 || len(o.Counts) < len(counted)+len(secret) {
+		return o
 	}
-	return nil
+	counts := append([]int64(nil), o.Counts...)
+	for j, m := range secret {
+		if i := slices.Index(counted, m); i >= 0 {
+			counts[i] -= counts[len(counted)+j]
+			counts[len(counted)+j] = 0
+		}
+	}
+	o.Counts = counts
+	return o
+}
+
+// shownAll is shownTo of each of objs, in place.
+func shownAll(objs []model.Object, viewer uint64) []model.Object {
+	if viewer == 0 {
+		return objs
+	}
+	for i := range objs {
+		objs[i] = shownTo(objs[i], viewer)
+	}
+	return objs
 }

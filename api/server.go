@@ -5,8 +5,10 @@
 // Invariants:
 //   - Every route lives in routeTable (routes.go), under /v1 except the
 //     operational ones (/healthz, /readyz, /metrics, /openapi.yaml, /docs),
-//     each with the permission that guards it when auth is on (authz.go);
-//     openapi.yaml describes exactly these routes, and a test proves it.
+//     each with the permission that guards it when auth is on (authz.go)
+//     and the way it decides what its caller may see of secret boards
+//     (visibility.go); openapi.yaml describes exactly these routes, and a
+//     test proves it.
 //   - IDs travel as decimal strings. A malformed ID is 400 invalid_argument;
 //     a well-formed ID of another type than the route's is 404 not_found.
 //   - Every error is an RFC 9457 problem document whose detail is
@@ -67,6 +69,7 @@ type Server struct {
 	edges      EdgeReader
 	ownerCache OwnerCache
 	ops        Ops
+	keys       KeyUser
 
 	logger    *slog.Logger
 	accessLog io.Writer
@@ -90,7 +93,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	st := cfg.Store
 	s := &Server{
-		creates: st, objects: st, edits: st, lists: st, mappings: st, feeds: st, edges: st, ownerCache: st, ops: st,
+		creates: st, objects: st, edits: st, lists: st, mappings: st, feeds: st, edges: st, ownerCache: st, ops: st, keys: st,
 
 		logger:    cfg.Logger,
 		accessLog: cfg.AccessLog,

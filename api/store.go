@@ -20,4 +20,5 @@ type Store interface {
 	EdgeReader
 	OwnerCache
 	Ops
+	KeyUser
 }

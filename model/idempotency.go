@@ -36,9 +36,11 @@ type Idempotency struct {
 	// Fingerprint identifies the request: SHA-256 of its method, path and
 	// body. The same key with another fingerprint is EKeyReused.
 	Fingerprint [32]byte
-	// Render encodes the response a create of o answers with; the store
-	// keeps it with the key, in the create's transaction.
-	Render func(o Object) ([]byte, error)
+	// Render encodes the response a create of o answers with (created
+	// false: the create found o made before, as a second save of a pin to
+	// a board does); the store keeps it with the key, in the create's
+	// transaction.
+	Render func(o Object, created bool) ([]byte, error)
 	// Replay is set by the store, with ErrReplayed, to the response kept
 	// for the key when the request was made before.
 	Replay []byte
@@ -46,7 +48,7 @@ type Idempotency struct {
 
 // NewIdempotency returns the key named key for scope, for a request
 // whose method, path and body are given.
-func NewIdempotency(scope, key, method, path string, body []byte, render func(Object) ([]byte, error)) *Idempotency {
+func NewIdempotency(scope, key, method, path string, body []byte, render func(o Object, created bool) ([]byte, error)) *Idempotency {
 	id := &Idempotency{Render: render}
 	h := sha256.New()
 	h.Write([]byte(scope))

@@ -65,6 +65,45 @@ func Counted(typ idcodec.Type) []Mapping {
 	return counted[typ]
 }
 
+// secretCounted lists, per type, the lists of Counted whose secret
+// entries (boards that are secret, pins on them) the object also counts,
+// apart: a user's boards and pins. Each is kept in the same shard
+// transaction as the list (the list, its objects and their owner share a
+// shard), so the owner sees the exact count and anyone else the count
+// without them.
+var secretCounted = [...][]Mapping{
+	idcodec.TypeUser: {UserBoards, UserPins},
+}
+
+// SecretCounted lists the lists of Counted(typ) whose secret entries an
+// object of typ also counts. Object.Counts holds, after the lengths of
+// Counted(typ), the number of secret entries of each, in this order.
+func SecretCounted(typ idcodec.Type) []Mapping {
+	if int(typ) >= len(secretCounted) {
+		return nil
+	}
+	return secretCounted[typ]
+}
+
+// CountKeys lists what an object of typ carries in Object.Counts, as the
+// keys of its rows in a shard's mapping_counts: the mappings of
+// Counted(typ), then the SecretKey of each of SecretCounted(typ).
+func CountKeys(typ idcodec.Type) []uint8 {
+	var keys []uint8
+	for _, m := range Counted(typ) {
+		keys = append(keys, uint8(m))
+	}
+	for _, m := range SecretCounted(typ) {
+		keys = append(keys, SecretKey(m))
+	}
+	return keys
+}
+
+// SecretKey is the mapping_counts key under which the number of secret
+// entries of list m is kept: m with its high bit set, which no mapping
+// has.
+func SecretKey(m Mapping) uint8 { return uint8(m) | 0x80 }
+
 // CountName names m's length among its owner's counts ("likes",
 // "followers", …).
 func (m Mapping) CountName() string { return mappings[m].count }
@@ -160,6 +199,10 @@ type List struct {
 	Entries    []Entry
 	NextCursor string
 	Count      int64 // the list's length (Store.List fills it; the feed has none)
+	// Secret is how many of Count are secret (on secret boards), for the
+	// lists whose secret entries are counted apart (SecretCounted); 0 for
+	// every other list.
+	Secret int64
 }
 
 // Health is one dependency's state as readiness checks report it.

@@ -56,7 +56,8 @@ func BenchmarkStore(b *testing.B) {
 }
 
 // What an idempotency key costs a create: the claim (one insert of its
-// own) and the completion (one update in the create's transaction). Each
+// own, on the key's home shard) and the outcome (one insert in the
+// create's transaction, on the create's shard). Each
 // iteration makes one pin without a key and one with a new key, timed
 // apart, so drift on a shared machine hits both alike.
 //
@@ -65,7 +66,7 @@ func BenchmarkCreatePinKey(b *testing.B) {
 	s, _ := openTestB(b)
 	u, _ := s.CreateUser(ctx, model.UserDoc{Username: "bench"})
 	bd, _ := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(u.ID), Name: "b"})
-	render := func(o model.Object) ([]byte, error) { return json.Marshal(o) }
+	render := func(o model.Object, _ bool) ([]byte, error) { return json.Marshal(o) }
 	doc := model.PinDoc{BoardID: model.ID(bd.ID), Link: "https://example.com/p"}
 	var none, keyed time.Duration
 	n := 0

@@ -47,14 +47,20 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		case *model.PinDoc:
 			pins, owner = append(pins, id), uint64(d.OwnerID)
 			if settles, err = unsave(ctx, tx, sh, d, id); err == nil {
-				err = unlistPin(ctx, tx, sh, uint64(d.BoardID), owner, id)
+				err = unlistPin(ctx, tx, sh, uint64(d.BoardID), owner, id, d.Secret)
 			}
 		case *model.BoardDoc:
-			if _, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserBoards, uint64(d.OwnerID), id); err != nil {
+			var removed bool
+			if removed, err = shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserBoards, uint64(d.OwnerID), id); err != nil {
 				return err
 			}
+			if removed && d.Secret {
+				if err := shardsql.AddSecret(ctx, tx, sh.DB, model.UserBoards, uint64(d.OwnerID), -1); err != nil {
+					return err
+				}
+			}
 			owner = uint64(d.OwnerID)
-			pins, settles, err = deleteBoardPins(ctx, tx, op, sh, id, owner)
+			pins, settles, err = deleteBoardPins(ctx, tx, op, sh, id, owner, d.Secret)
 		case *model.CommentDoc:
 			_, err = shardsql.RemoveEdge(ctx, tx, sh.DB, model.PinComments, uint64(d.PinID), id)
 		case *model.UserDoc:
@@ -140,23 +146,31 @@ func (s *Store) drainList(ctx context.Context, op string, p shardsql.Pair) error
 	})
 }
 
-// unlistPin takes a deleted pin off its board's and owner's lists and
-// records the removal of its feed rows as due (fanout): durable until they
-// have gone, and a sweep must not fan the pin out again.
-func unlistPin(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, board, owner, pin uint64) error {
+// unlistPin takes a deleted pin off its board's and owner's lists (and,
+// a secret pin, off its owner's count of secret pins) and records the
+// removal of its feed rows as due (fanout): durable until they have gone,
+// and a sweep must not fan the pin out again.
+func unlistPin(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, board, owner, pin uint64, secret bool) error {
 	if _, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.BoardPins, board, pin); err != nil {
 		return err
 	}
-	if _, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserPins, owner, pin); err != nil {
+	removed, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserPins, owner, pin)
+	if err != nil {
 		return err
+	}
+	if removed && secret {
+		if err := shardsql.AddSecret(ctx, tx, sh.DB, model.UserPins, owner, -1); err != nil {
+			return err
+		}
 	}
 	return shardsql.MarkOutboxRemove(ctx, tx, sh.DB, pin, owner)
 }
 
 // deleteBoardPins soft-deletes every pin of a board inside the board's
 // delete transaction (board, pins and both their lists share one shard),
-// and returns them and the save pairs to settle (unsave).
-func deleteBoardPins(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, board, owner uint64) (pins []uint64, settles []shardsql.Pair, err error) {
+// and returns them and the save pairs to settle (unsave). secret is the
+// board's flag, which each of its pins carries.
+func deleteBoardPins(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, board, owner uint64, secret bool) (pins []uint64, settles []shardsql.Pair, err error) {
 	entries, err := shardsql.ReadAllEntries(ctx, tx, sh.DB, model.BoardPins, board)
 	if err != nil {
 		return nil, nil, err
@@ -174,7 +188,7 @@ func deleteBoardPins(ctx context.Context, tx *shardsql.Tx, op string, sh topolog
 			}
 			settles = append(settles, ps...)
 		}
-		if err := unlistPin(ctx, tx, sh, board, owner, e.To); err != nil {
+		if err := unlistPin(ctx, tx, sh, board, owner, e.To, secret); err != nil {
 			return nil, nil, err
 		}
 		pins = append(pins, e.To)

@@ -342,7 +342,7 @@ func TestRepairFeeds(t *testing.T) {
 		if _, err := markDeleted(ctx, tx, "test", ash, idcodec.TypePin, idcodec.LocalOf(doomed), 0); err != nil {
 			return err
 		}
-		return unlistPin(ctx, tx, ash, ba, a, doomed)
+		return unlistPin(ctx, tx, ash, ba, a, doomed, false)
 	}); err != nil {
 		t.Fatal(err)
 	}

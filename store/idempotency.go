@@ -16,47 +16,68 @@ import (
 
 // Idempotency keys make a create that a client retries with the same
 // Idempotency-Key happen once (model.Idempotency, carried by the request's
-// context). A key's row lives on the shard of the create's forward write
-// (a pin's board's shard, a board's owner's, a comment's pin's; a user is
-// placed on the open shard its key hashes to), so:
+// context), whichever shard it writes to. A key has a home: the shard
+// picked from a hash of its scope and key (keyHome), as a username's
+// index row has (usernames.go), so every use of one key, by any request on
+// any POST route, meets the same row there, the claim; the outcome of a
+// claim lives on the shard the create writes to, its target:
 //
-//  1. claimKey inserts the row pending, with a random claim token, in its
-//     own statement: of concurrent requests with one key exactly one
-//     inserts it. A request that finds the row answers from it: another
-//     request's body is EKeyReused, a done row is replayed
-//     (model.ErrReplayed), a pending row is EKeyInUse until its claim is
-//     older than model.IdempotencyLease, when the request takes it over
+//  1. claimKey inserts the claim on the key's home (pending, a random
+//     claim token, the target shard), alone: of concurrent requests with
+//     one key exactly one inserts it. A request that finds the claim
+//     answers from it: another request's fingerprint is EKeyReused; for
+//     the same request it reads the claim's outcome on its target: done
+//     is replayed (model.ErrReplayed); none is EKeyInUse until the claim
+//     is older than model.IdempotencyLease, when the request fences the
+//     old claim on its target (FenceOutcome) and takes the claim over
 //     with an update conditional on the old claim token (of several
 //     takers one wins).
-//  2. the create's own transaction marks the row done with the response,
-//     on the condition that its claim still holds the row. So the create
-//     and the key's completion commit together, or neither does; a
-//     claimant taken over (it outlived its lease) rolls back.
-//  3. a create that fails deletes its pending row, so a retry runs at
-//     once; a server that dies leaves it pending until the lease ends.
+//  2. the create's own transaction, on the target, inserts the claim's
+//     outcome with the response (complete). So the create and its
+//     response commit together, or neither does. A claimant that was
+//     fenced (it outlived its lease) collides with the fence row and
+//     rolls back; a fence that meets a committed outcome replays it.
+//  3. a create that fails fences its own claim and deletes it, so a retry
+//     runs at once; a server that dies leaves it pending until the lease
+//     ends.
 //
-// A user's create is three steps (usernames.go): the key notes the user
-// once it exists, and a takeover finishes that user rather than making
-// another. Rows live model.IdempotencyWindow; an expired row is a new key
-// to the next request, and sweepKeys deletes them.
+// Whatever point a server dies at, a retry decides from the target's
+// outcome row of the claim, which the create's commit wrote or did not:
+// committed is replayed, anything else is fenced first, so no create runs
+// twice and no acknowledged create loses its replay (the crash-point tests
+// in idempotency_test.go). A user's create is three steps (usernames.go):
+// its first transaction notes the user in the outcome, and a takeover
+// finishes that user rather than making another. Rows live
+// model.IdempotencyWindow; an expired claim is a new key to the next
+// request, and SweepKeys deletes them.
 
 // keyClaim is a create's hold on its idempotency key.
 type keyClaim struct {
-	k     *model.Idempotency
-	sh    topology.Shard
-	claim uint64
-	prior uint64 // the user a dead claimant had made (a takeover of a user create)
+	k       *model.Idempotency
+	home    topology.Shard // the key's home: its claim
+	target  topology.Shard // the create's shard: the claim's outcome
+	claim   uint64
+	expires time.Time
+	prior   uint64 // the user a dead claimant had made (a takeover of a user create)
+	noted   bool   // this claim's outcome notes a user not yet visible
 	// held: the create may still finish without this request (a user the
 	// sweep can make visible), so a failure keeps the claim, for a
 	// takeover to finish, instead of releasing it.
 	held bool
 }
 
-// keyed runs create under ctx's idempotency key, if it carries one, on
-// sh, the shard of the create's forward write: claim, create (which calls
-// complete in its transaction), and release the claim when create fails.
-func (s *Store) keyed(ctx context.Context, op string, sh topology.Shard, create func(kc *keyClaim) error) error {
-	kc, err := s.claimKey(ctx, op, sh)
+// keyHome is the home shard of key k: picked from its hash (scope and
+// key) among every shard of t, wherever its create writes.
+func keyHome(t *topology.Topology, k *model.Idempotency) topology.Shard {
+	sh, _ := t.Shard(int(binary.BigEndian.Uint64(k.Hash[8:16]) % uint64(t.Len())))
+	return sh
+}
+
+// keyed runs create under ctx's idempotency key, if it carries one, for a
+// create writing to target: claim, create (which calls complete in its
+// transaction), and release the claim when create fails.
+func (s *Store) keyed(ctx context.Context, op string, target topology.Shard, create func(kc *keyClaim) error) error {
+	kc, err := s.claimKey(ctx, op, target)
 	if err != nil {
 		return err
 	}
@@ -66,60 +87,80 @@ func (s *Store) keyed(ctx context.Context, op string, sh topology.Shard, create 
 	return err
 }
 
-// claimKey claims ctx's key on sh (nil, nil when ctx carries none). It
-// returns model.ErrReplayed with the key's Replay set when the request
-// was done before, EKeyReused when the key was used with another
-// request, EKeyInUse while its first request runs.
-func (s *Store) claimKey(ctx context.Context, op string, sh topology.Shard) (*keyClaim, error) {
+// claimKey claims ctx's key on its home for a create writing to target
+// (nil, nil when ctx carries none). It returns model.ErrReplayed with the
+// key's Replay set when the request was done before, EKeyReused when the
+// key was used with another request, EKeyInUse while its first request
+// runs.
+func (s *Store) claimKey(ctx context.Context, op string, target topology.Shard) (*keyClaim, error) {
 	k := model.IdempotencyOf(ctx)
 	if k == nil {
 		return nil, nil
 	}
-	sh, release, err := s.enterShard(ctx, op, sh.N)
+	t := s.router.Current()
+	home, release, err := s.enterShard(ctx, op, keyHome(t, k).N)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	db := sh.Host.DB
+	db := home.Host.DB
 	for range 3 {
 		claim, now := newToken(), shardsql.Now()
-		expires := now.Add(model.IdempotencyWindow)
-		err := shardsql.InsertKey(ctx, db, sh.DB, k.Hash[:], k.Fingerprint[:], claim, now, expires)
+		kc := &keyClaim{k: k, home: home, target: target, claim: claim, expires: now.Add(model.IdempotencyWindow)}
+		err := shardsql.InsertKey(ctx, db, home.DB, k.Hash[:], k.Fingerprint[:], shardsql.KeyPending, claim, target.DB.N, now, kc.expires)
 		if err == nil {
-			return &keyClaim{k: k, sh: sh, claim: claim}, nil
+			return kc, nil
 		}
 		if !shardsql.IsDuplicate(err) {
-			return nil, classify(op, sh, err)
+			return nil, classify(op, home, err)
 		}
-		r, err := shardsql.ReadKey(ctx, db, sh.DB, k.Hash[:], shardsql.NoLock)
+		r, err := shardsql.ReadKey(ctx, db, home.DB, k.Hash[:])
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // released since the insert
 		}
 		if err != nil {
-			return nil, classify(op, sh, err)
+			return nil, classify(op, home, err)
 		}
-		expired := now.After(r.ExpiresAt)
-		switch {
-		case expired: // a new key to this request
-		case !bytes.Equal(r.Fingerprint, k.Fingerprint[:]):
-			return nil, model.Wrap(op, model.EKeyReused, "this Idempotency-Key was used with another request (method, path or body)", nil)
-		case r.State == shardsql.KeyDone:
-			k.Replay = r.Response
-			return nil, model.ErrReplayed
-		case now.Sub(r.ClaimedAt) < model.IdempotencyLease:
-			return nil, model.Wrap(op, model.EKeyInUse, "a request with this Idempotency-Key is still running; retry later", nil)
+		if !now.After(r.ExpiresAt) { // an expired claim is a new key to this request
+			if !bytes.Equal(r.Fingerprint, k.Fingerprint[:]) || r.State != shardsql.KeyPending {
+				return nil, model.Wrap(op, model.EKeyReused, "this Idempotency-Key was used with another request (method, path or body)", nil)
+			}
+			old, err := t.Shard(r.Target)
+			if err != nil {
+				return nil, model.Wrap(op, model.EUnavailable, "this Idempotency-Key's create wrote to a shard this map does not hold", err)
+			}
+			out, err := shardsql.ReadOutcome(ctx, old.Host.DB, old.DB, k.Hash[:], r.Claim)
+			found := err == nil
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return nil, classify(op, old, err)
+			}
+			switch {
+			case found && out.State == shardsql.OutcomeDone:
+				k.Replay = out.Response
+				return nil, model.ErrReplayed
+			case !(found && out.State == shardsql.OutcomeFenced) && now.Sub(r.ClaimedAt) < model.IdempotencyLease:
+				return nil, model.Wrap(op, model.EKeyInUse, "a request with this Idempotency-Key is still running; retry later", nil)
+			}
+			// The claimant outlived its lease (or gave up): make sure it
+			// can no longer commit, then take its claim.
+			if out, err = shardsql.FenceOutcome(ctx, old.Host.DB, old.DB, k.Hash[:], r.Claim, r.ExpiresAt); err != nil {
+				return nil, classify(op, old, err)
+			}
+			if out.State == shardsql.OutcomeDone { // it committed meanwhile
+				k.Replay = out.Response
+				return nil, model.ErrReplayed
+			}
+			if old.DB == target.DB {
+				kc.prior = out.ObjectID // a user it made, to finish
+			}
 		}
-		ok, err := shardsql.TakeKey(ctx, db, sh.DB, k.Hash[:], k.Fingerprint[:], r.Claim, r.State, claim, now, expires, !expired)
+		ok, err := shardsql.TakeKey(ctx, db, home.DB, k.Hash[:], k.Fingerprint[:], r.Claim, r.State, shardsql.KeyPending, claim, target.DB.N, now, kc.expires)
 		if err != nil {
-			return nil, classify(op, sh, err)
+			return nil, classify(op, home, err)
 		}
 		if ok {
-			kc := &keyClaim{k: k, sh: sh, claim: claim}
-			if !expired {
-				kc.prior = r.ObjectID
-			}
 			return kc, nil
 		}
 		// another request took it first: look again
@@ -127,54 +168,148 @@ func (s *Store) claimKey(ctx context.Context, op string, sh topology.Shard) (*ke
 	return nil, model.Wrap(op, model.EKeyInUse, "a request with this Idempotency-Key is still running; retry later", nil)
 }
 
-// complete marks the key done with the response to o, in the create's
-// transaction tx; EKeyInUse when the claim no longer holds the key (a
-// retry took it over), which rolls the create back. A nil kc does nothing.
-func (kc *keyClaim) complete(ctx context.Context, tx *shardsql.Tx, op string, o model.Object) error {
-	if kc == nil {
+// UseKey records that a request that creates nothing (a read by POST)
+// used ctx's key, if it carries one: the key is then this request's, and
+// the same key with another request, on any POST route, is EKeyReused.
+// Sent again with the same request, the request simply runs again. nil
+// when ctx carries no key.
+func (s *Store) UseKey(ctx context.Context) error {
+	const op = "store.UseKey"
+	k := model.IdempotencyOf(ctx)
+	if k == nil {
 		return nil
 	}
-	resp, err := kc.k.Render(o)
-	if err != nil {
-		return model.Wrap(op, model.EInternal, "", err)
-	}
-	ok, err := shardsql.CompleteKey(ctx, tx, kc.sh.DB, kc.k.Hash[:], kc.claim, o.ID, resp)
+	home, release, err := s.enterShard(ctx, op, keyHome(s.router.Current(), k).N)
 	if err != nil {
 		return err
 	}
-	if !ok {
-		return model.Wrap(op, model.EKeyInUse, "a retry with this Idempotency-Key took it over", nil)
+	defer release()
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	db := home.Host.DB
+	for range 3 {
+		now := shardsql.Now()
+		expires := now.Add(model.IdempotencyWindow)
+		err := shardsql.InsertKey(ctx, db, home.DB, k.Hash[:], k.Fingerprint[:], shardsql.KeyRead, 0, shardsql.NoTarget, now, expires)
+		if err == nil {
+			return nil
+		}
+		if !shardsql.IsDuplicate(err) {
+			return classify(op, home, err)
+		}
+		r, err := shardsql.ReadKey(ctx, db, home.DB, k.Hash[:])
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			continue
+		case err != nil:
+			return classify(op, home, err)
+		case !now.After(r.ExpiresAt) && !bytes.Equal(r.Fingerprint, k.Fingerprint[:]):
+			return model.Wrap(op, model.EKeyReused, "this Idempotency-Key was used with another request (method, path or body)", nil)
+		case !now.After(r.ExpiresAt):
+			return nil // the same request: it runs again
+		}
+		if ok, err := shardsql.TakeKey(ctx, db, home.DB, k.Hash[:], k.Fingerprint[:], r.Claim, r.State, shardsql.KeyRead, 0, shardsql.NoTarget, now, expires); err != nil || ok {
+			return classify(op, home, err)
+		}
 	}
-	return nil
+	return model.Wrap(op, model.EUnavailable, "this Idempotency-Key is changing hands; retry", nil)
 }
 
-// note records, while kc holds the key, the object its create has made
-// so far (a user not yet visible), in the create's transaction tx.
-func (kc *keyClaim) note(ctx context.Context, tx *shardsql.Tx, op string, id uint64) error {
+// complete records the response to the create of o as the outcome of
+// kc's claim, in the create's transaction tx on kc's target; EKeyInUse
+// when the claim was fenced (a retry took it over), which rolls the create
+// back. A nil kc does nothing.
+func (kc *keyClaim) complete(ctx context.Context, tx *shardsql.Tx, op string, o model.Object) error {
+	return kc.completeAs(ctx, tx, op, o, true)
+}
+
+// completeAs is complete for a create that made o (created) or found it
+// made before (a save of a pin to a board that holds one).
+func (kc *keyClaim) completeAs(ctx context.Context, tx *shardsql.Tx, op string, o model.Object, created bool) error {
 	if kc == nil {
 		return nil
 	}
-	ok, err := shardsql.NoteKeyObject(ctx, tx, kc.sh.DB, kc.k.Hash[:], kc.claim, id)
-	if err == nil && !ok {
-		err = model.Wrap(op, model.EKeyInUse, "a retry with this Idempotency-Key took it over", nil)
+	resp, err := kc.k.Render(o, created)
+	if err != nil {
+		return model.Wrap(op, model.EInternal, "", err)
+	}
+	if kc.noted {
+		ok, err := shardsql.CompleteNoted(ctx, tx, kc.target.DB, kc.k.Hash[:], kc.claim, resp)
+		if err == nil && !ok {
+			err = errTakenOver(op)
+		}
+		return err
+	}
+	err = shardsql.InsertOutcome(ctx, tx, kc.target.DB, kc.k.Hash[:], kc.claim, shardsql.OutcomeDone, o.ID, resp, kc.expires)
+	if shardsql.IsDuplicate(err) {
+		return errTakenOver(op)
 	}
 	return err
 }
 
-// releaseKey deletes kc's row if kc still holds it pending: its create
-// failed (or its outcome is unknown and it did not commit), so a retry
-// may run at once. A failure leaves the row to its lease.
+// errTakenOver is the end of a create whose claim a retry took over.
+func errTakenOver(op string) error {
+	return model.Wrap(op, model.EKeyInUse, "a retry with this Idempotency-Key took it over", nil)
+}
+
+// note records, as the outcome of kc's claim, the object its create has
+// made so far (a user not yet visible), in the create's transaction tx.
+func (kc *keyClaim) note(ctx context.Context, tx *shardsql.Tx, op string, id uint64) error {
+	if kc == nil {
+		return nil
+	}
+	err := shardsql.InsertOutcome(ctx, tx, kc.target.DB, kc.k.Hash[:], kc.claim, shardsql.OutcomeNoted, id, nil, kc.expires)
+	if shardsql.IsDuplicate(err) {
+		return errTakenOver(op)
+	}
+	kc.noted = err == nil
+	return err
+}
+
+// releaseKey frees kc's key after its create failed, so a retry may run
+// at once: it fences the claim on the target (a create whose commit
+// failed in doubt either committed, and keeps its outcome for the retry
+// to replay, or never will), then deletes the claim. A failure leaves
+// the claim to its lease.
 func (s *Store) releaseKey(ctx context.Context, op string, kc *keyClaim) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.QueryTimeout)
 	defer cancel()
-	if err := shardsql.ReleaseKey(ctx, kc.sh.Host.DB, kc.sh.DB, kc.k.Hash[:], kc.claim); err != nil {
-		s.log.Warn("idempotency key left pending until its lease ends", "err", model.ErrorMessage(classify(op, kc.sh, err)))
+	// Both writes are pinned to the map in force (enterShard), like every
+	// write: the shards may have moved since the claim.
+	done := false
+	err := s.onShard(ctx, op, kc.target.N, func(target topology.Shard) error {
+		out, err := shardsql.FenceOutcome(ctx, target.Host.DB, target.DB, kc.k.Hash[:], kc.claim, kc.expires)
+		if err != nil {
+			return classify(op, target, err)
+		}
+		done = out.State == shardsql.OutcomeDone // it committed after all: a retry replays it
+		return nil
+	})
+	if err == nil && !done {
+		err = s.onShard(ctx, op, kc.home.N, func(home topology.Shard) error {
+			return classify(op, home, shardsql.ReleaseKey(ctx, home.Host.DB, home.DB, kc.k.Hash[:], kc.claim))
+		})
+	}
+	if err != nil {
+		s.log.Warn("idempotency key left pending until its lease ends", "err", model.ErrorMessage(err))
 	}
 }
 
+// onShard runs fn with the write route of shard n, pinned to the map in
+// force (enterShard).
+func (s *Store) onShard(ctx context.Context, op string, n int, fn func(topology.Shard) error) error {
+	sh, release, err := s.enterShard(ctx, op, n)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return fn(sh)
+}
+
 // userShard is where a new user goes: the open shard its key hashes to
-// when ctx carries a key (so a retry finds the key where the user is
-// made), a random open shard otherwise.
+// when ctx carries a key (so a retry that takes over a dead claimant's
+// create makes its user where the dead one made it, and finishes that
+// user: resumeUser), a random open shard otherwise.
 func (s *Store) userShard(ctx context.Context) topology.Shard {
 	t := s.router.Current()
 	if k := model.IdempotencyOf(ctx); k != nil {
@@ -189,7 +324,7 @@ func (s *Store) userShard(ctx context.Context) topology.Shard {
 // was dropped (its name was taken) leaves the create to run anew.
 func (s *Store) resumeUser(ctx context.Context, op string, kc *keyClaim) (model.Object, bool, error) {
 	sh, local, err := s.route(op, kc.prior, idcodec.TypeUser)
-	if err != nil || sh.DB != kc.sh.DB {
+	if err != nil || sh.DB != kc.target.DB {
 		return model.Object{}, false, nil // not a user of this shard: make a new one
 	}
 	_, pending, err := shardsql.UserState(ctx, sh.Host.DB, sh.DB, local, shardsql.NoLock)
@@ -244,14 +379,14 @@ func (s *Store) SweepKeys(ctx context.Context) (int, error) {
 				break
 			}
 			c, cancel := s.deadline(ctx)
-			k, err := shardsql.DeleteExpiredKeys(c, sh.Host.DB, sh.DB, cutoff, keySweepBatch)
+			k, more, err := shardsql.DeleteExpiredKeys(c, sh.Host.DB, sh.DB, cutoff, keySweepBatch)
 			cancel()
 			release()
 			deleted += k
 			if err != nil && len(errs) < 10 {
 				errs = append(errs, classify(op, sh, err))
 			}
-			if err != nil || k < keySweepBatch {
+			if err != nil || !more {
 				break
 			}
 		}

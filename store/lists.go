@@ -75,7 +75,7 @@ func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint6
 	// of its own reads the page (and, withObjects, its objects). The length
 	// is among the owner's own counts, or asked for besides them.
 	carried := slices.Index(model.Counted(m.From()), m)
-	count, err := s.listOwner(ctx, op, sh, m, from, local, carried)
+	count, secret, err := s.listOwner(ctx, op, sh, m, from, local, carried)
 	if err != nil {
 		return model.List{}, nil, err
 	}
@@ -102,7 +102,7 @@ func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint6
 		return model.List{}, nil, classify(op, sh, err)
 	}
 	l := s.page(entries, p, uint8(m), from)
-	l.Count = count
+	l.Count, l.Secret = count, secret
 	if foreign {
 		objs, err = s.GetMany(ctx, entryIDs(l.Entries), m.To())
 	}
@@ -110,31 +110,38 @@ func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint6
 }
 
 // listOwner checks that a list's owner is live and returns the list's
-// length: carried is m's index among the owner's counts, or -1. When the
-// owner carries it and the object cache is on, the cached owner answers;
-// otherwise one read by id does (batched with other requests' reads,
-// pointread), asking for the length besides the owner's counts when the
-// owner does not carry it.
-func (s *Store) listOwner(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, carried int) (int64, error) {
+// length, and how many of its entries are secret when the owner counts
+// them apart (model.SecretCounted): carried is m's index among the
+// owner's counts, or -1. When the owner carries it and the object cache
+// is on, the cached owner answers; otherwise one read by id does (batched
+// with other requests' reads, pointread), asking for the length besides
+// the owner's counts when the owner does not carry it.
+func (s *Store) listOwner(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, carried int) (count, secret int64, err error) {
+	var counts []int64
 	if carried >= 0 && s.objects.on() {
 		owner, err := s.Get(ctx, from, m.From())
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		return owner.Counts[carried], nil
+		counts = owner.Counts
+	} else {
+		extra := m
+		if carried >= 0 {
+			extra = 0
+		}
+		owner, err := s.readPoint(ctx, op, sh, m.From(), local, extra)
+		if err != nil {
+			return 0, 0, err
+		}
+		if carried < 0 {
+			return owner.N, 0, nil
+		}
+		counts = owner.Row.Counts
 	}
-	extra := m
-	if carried >= 0 {
-		extra = 0
+	if j := slices.Index(model.SecretCounted(m.From()), m); j >= 0 {
+		secret = counts[len(model.Counted(m.From()))+j]
 	}
-	owner, err := s.readPoint(ctx, op, sh, m.From(), local, extra)
-	if err != nil {
-		return 0, err
-	}
-	if carried >= 0 {
-		return owner.Row.Counts[carried], nil
-	}
-	return owner.N, nil
+	return counts[carried], secret, nil
 }
 
 // pageOf turns a page request on list kind of from into the rows to read:

@@ -59,6 +59,11 @@ func (s *Store) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Obje
 			if _, err = shardsql.AddEdge(ctx, tx, sh.DB, model.UserBoards, uint64(doc.OwnerID), obj.ID, shardsql.Sequence(at)); err != nil {
 				return err
 			}
+			if doc.Secret {
+				if err := shardsql.AddSecret(ctx, tx, sh.DB, model.UserBoards, uint64(doc.OwnerID), 1); err != nil {
+					return err
+				}
+			}
 			return kc.complete(ctx, tx, op, obj)
 		})
 	})
@@ -115,7 +120,7 @@ func (s *Store) createPin(ctx context.Context, op string, doc model.PinDoc, acto
 					return err
 				}
 				if done {
-					return kc.complete(ctx, tx, op, obj)
+					return kc.completeAs(ctx, tx, op, obj, false)
 				}
 			}
 			b, err := s.marshalDoc(op, &doc)
@@ -129,6 +134,11 @@ func (s *Store) createPin(ctx context.Context, op string, doc model.PinDoc, acto
 			seq = shardsql.Sequence(at)
 			if err = shardsql.AddEdges(ctx, tx, sh.DB, obj.ID, seq, shardsql.ListRef{M: model.BoardPins, From: uint64(doc.BoardID)}, shardsql.ListRef{M: model.UserPins, From: uint64(doc.OwnerID)}); err != nil {
 				return err
+			}
+			if doc.Secret {
+				if err := shardsql.AddSecret(ctx, tx, sh.DB, model.UserPins, uint64(doc.OwnerID), 1); err != nil {
+					return err
+				}
 			}
 			if pulled, newlyPulled, err = s.pullOrPush(ctx, tx, sh, obj.ID, uint64(doc.OwnerID), seq, at); err != nil {
 				return err
@@ -285,7 +295,7 @@ func (s *Store) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		}
 		at := shardsql.Now()
 		if bd, ok := nd.(*model.BoardDoc); ok && bd.Secret != old.(*model.BoardDoc).Secret {
-			if err := setPinsSecret(ctx, tx, op, sh, id, bd.Secret, at); err != nil {
+			if err := setSecret(ctx, tx, op, sh, id, bd, at); err != nil {
 				return err
 			}
 		}

@@ -209,7 +209,7 @@ func TestInterruptedDeleteIsDrainedBySweep(t *testing.T) {
 		if _, err := markDeleted(ctx, tx, "test", sh, idcodec.TypePin, local, 0); err != nil {
 			return err
 		}
-		if err := unlistPin(ctx, tx, sh, board, owner, pin); err != nil {
+		if err := unlistPin(ctx, tx, sh, board, owner, pin, false); err != nil {
 			return err
 		}
 		return shardsql.MarkPair(ctx, tx, sh.DB, drainMark(model.PinLikers, pin), shardsql.Now())

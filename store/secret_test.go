@@ -2,7 +2,10 @@ package store
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
+
+	"github.com/pinstore/pinstore/migrations"
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
@@ -120,4 +123,120 @@ func BenchmarkBoardSecretFlip(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// secretCounts returns a user's boards and pins counts, and how many of
+// each are secret, as Get carries them (model.CountKeys), and checks that
+// a list page of each carries the same.
+func secretCounts(t *testing.T, s *Store, user uint64) (boards, pins, secretBoards, secretPins int64) {
+	t.Helper()
+	u, err := s.Get(ctx, user, idcodec.TypeUser)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := model.CountKeys(idcodec.TypeUser)
+	at := func(key uint8) int64 { return u.Counts[slices.Index(keys, key)] }
+	boards, pins = at(uint8(model.UserBoards)), at(uint8(model.UserPins))
+	secretBoards, secretPins = at(model.SecretKey(model.UserBoards)), at(model.SecretKey(model.UserPins))
+	for m, want := range map[model.Mapping][2]int64{model.UserBoards: {boards, secretBoards}, model.UserPins: {pins, secretPins}} {
+		l, err := s.List(ctx, m, user, model.Page{Limit: 1})
+		if err != nil || l.Count != want[0] || l.Secret != want[1] {
+			t.Fatalf("%s of %d: count %d, secret %d, %v; the user carries %v", m, user, l.Count, l.Secret, err, want)
+		}
+	}
+	return
+}
+
+// A user's counts of secret boards and of pins on them are exact through
+// every change that moves them: creating a secret board and pins and saves
+// on it, flipping it both ways, deleting a pin and the board; and the
+// migration that counts them from the rows finds the same.
+func TestSecretCountsAreExact(t *testing.T) {
+	s, _ := openTest(t)
+	ann := mustUser(t, s, "ann")
+	want := func(what string, boards, pins, secretBoards, secretPins int64) {
+		t.Helper()
+		b, p, sb, sp := secretCounts(t, s, ann)
+		if b != boards || p != pins || sb != secretBoards || sp != secretPins {
+			t.Fatalf("%s: boards %d pins %d, secret boards %d pins %d; want %d %d, %d %d", what, b, p, sb, sp, boards, pins, secretBoards, secretPins)
+		}
+	}
+	flip := func(board uint64, secret bool) {
+		t.Helper()
+		if _, err := s.Update(ctx, board, idcodec.TypeBoard, 0, func(doc []byte) ([]byte, error) {
+			var d model.BoardDoc
+			if err := json.Unmarshal(doc, &d); err != nil {
+				return nil, err
+			}
+			d.Secret = secret
+			return json.Marshal(&d)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := mustBoard(t, s, ann)
+	src := mustPin(t, s, open)
+	secret, err := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(ann), Name: "s", Secret: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want("a secret board", 2, 1, 1, 0)
+	p1 := mustPin(t, s, secret.ID)
+	mustPin(t, s, secret.ID)
+	if _, _, err := s.SavePin(ctx, src, secret.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	want("two pins and a save on it", 2, 4, 1, 3)
+	flip(secret.ID, false)
+	want("made public", 2, 4, 0, 0)
+	flip(secret.ID, true)
+	want("secret again", 2, 4, 1, 3)
+	flip(open, true)
+	want("both secret", 2, 4, 2, 4)
+	flip(open, false)
+	if err := s.Delete(ctx, p1, idcodec.TypePin, 0); err != nil {
+		t.Fatal(err)
+	}
+	want("a secret pin deleted", 2, 3, 1, 2)
+	// The migration counts the same from the rows.
+	sh, _, _ := s.route("test", ann, idcodec.TypeUser)
+	recount := func(what string) {
+		t.Helper()
+		b, p, sb, sp := secretCounts(t, s, ann)
+		if _, err := sh.Host.DB.ExecContext(ctx, "DELETE FROM "+sh.DB.Name+".mapping_counts WHERE mapping >= 128"); err != nil {
+			t.Fatal(err)
+		}
+		ms, err := migrations.All()
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := sh.Host.DB.Connx(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		stmts := []string{"USE " + sh.DB.Name}
+		for _, m := range ms {
+			if m.Name == "secret_counts" {
+				stmts = append(stmts, m.Statements...)
+			}
+		}
+		for _, q := range append(stmts, "USE information_schema") {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				t.Fatalf("%s: %v", q, err)
+			}
+		}
+		if s.objects.on() {
+			if err := s.objects.cache.Invalidate(ctx, ann); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want(what+", counted again by the migration", b, p, sb, sp)
+	}
+	recount("a secret pin deleted")
+	if err := s.Delete(ctx, secret.ID, idcodec.TypeBoard, 0); err != nil {
+		t.Fatal(err)
+	}
+	want("the secret board deleted", 1, 1, 0, 0)
+	recount("the secret board deleted")
 }

@@ -97,7 +97,7 @@ func (b *baseline) getPinBare(ctx context.Context, id uint64) error {
 
 // countDest is where the count columns of an object of typ scan to.
 func countDest(typ idcodec.Type) []any {
-	counts := make([]int64, len(model.Counted(typ)))
+	counts := make([]int64, len(model.CountKeys(typ)))
 	dest := make([]any, len(counts))
 	for i := range counts {
 		dest[i] = &counts[i]
@@ -113,8 +113,8 @@ func countDest(typ idcodec.Type) []any {
 func countColumns(db string, typ idcodec.Type, shard uint32, local string) string {
 	var b strings.Builder
 	base := idcodec.MustEncode(shard, typ, 0)
-	for _, m := range model.Counted(typ) {
-		fmt.Fprintf(&b, ", COALESCE((SELECT c.n FROM %s.mapping_counts c WHERE c.from_id = %s + %d AND c.mapping = %d), 0)", db, local, base, int(m))
+	for _, key := range model.CountKeys(typ) { // with a user's secret boards and pins, which others' counts leave out
+		fmt.Fprintf(&b, ", COALESCE((SELECT c.n FROM %s.mapping_counts c WHERE c.from_id = %s + %d AND c.mapping = %d), 0)", db, local, base, int(key))
 	}
 	return b.String()
 }

@@ -70,6 +70,19 @@ func TestServeErrorsWriteNothing(t *testing.T) {
 	secretPin := s.create("/v1/pins", map[string]any{"board_id": secretBoard}).ID
 	bobBoard := s.create("/v1/boards", map[string]any{"owner_id": bob, "name": "Bob's"}).ID
 	asBob := bearerHdr(mintUserToken(t, bob, "1h"))
+	// alice's comment on her secret pin; and a board of hers made secret
+	// after bob commented on its pin and liked it.
+	secretComment := s.create("/v1/pins/"+secretPin+"/comments", map[string]any{"author_id": alice, "text": "mine"}).ID
+	flipBoard := s.create("/v1/boards", map[string]any{"owner_id": alice, "name": "Later secret"}).ID
+	flipPin := s.create("/v1/pins", map[string]any{"board_id": flipBoard}).ID
+	flipPin2 := s.create("/v1/pins", map[string]any{"board_id": flipBoard}).ID
+	bobComment := s.create("/v1/pins/"+flipPin+"/comments", map[string]any{"author_id": bob, "text": "bob's"}).ID
+	s.must(http.StatusNoContent, http.MethodPut, "/v1/users/"+bob+"/likes/"+flipPin, nil)
+	s.must(http.StatusOK, http.MethodPatch, "/v1/boards/"+flipBoard, map[string]any{"secret": true})
+	// An idempotency key used by a pin create: any other request with it,
+	// on any POST route and shard, is refused.
+	s.must(http.StatusCreated, http.MethodPost, "/v1/pins", map[string]any{"board_id": board}, "Idempotency-Key", "used-key")
+	usedKey := []string{"Idempotency-Key", "used-key"}
 	before := f.snapshot(s)
 	beforeDB := s.dbState()
 
@@ -269,6 +282,22 @@ func TestServeErrorsWriteNothing(t *testing.T) {
 		{"stranger saves a secret pin", 404, "not_found", "POST", "/v1/pins/" + secretPin + "/saves", map[string]any{"board_id": bobBoard}, asBob, "pin not found"},
 		{"service token saves a secret pin for a stranger", 404, "not_found", "POST", "/v1/pins/" + secretPin + "/saves", map[string]any{"board_id": bobBoard}, nil, "pin not found"},
 		{"save to another's board", 403, "forbidden", "POST", "/v1/pins/" + pin + "/saves", map[string]any{"board_id": board}, asBob, ""},
+		{"stranger patches a comment on a secret pin", 404, "not_found", "PATCH", "/v1/comments/" + secretComment, `{"text":"x"}`, asBob, "comment not found"},
+		{"stranger deletes a comment on a secret pin", 404, "not_found", "DELETE", "/v1/comments/" + secretComment, nil, asBob, "comment not found"},
+		{"stranger patches their comment on a pin made secret", 404, "not_found", "PATCH", "/v1/comments/" + bobComment, `{"text":"x"}`, asBob, "comment not found"},
+		{"stranger deletes their comment on a pin made secret", 404, "not_found", "DELETE", "/v1/comments/" + bobComment, nil, asBob, "comment not found"},
+		{"stranger unlikes a pin made secret", 404, "not_found", "DELETE", "/v1/users/" + bob + "/likes/" + flipPin, nil, asBob, "pin not found"},
+		{"stranger asks whether they like a pin made secret", 404, "not_found", "GET", "/v1/users/" + bob + "/likes/" + flipPin, nil, asBob, "pin not found"},
+		{"stranger moves a pin on a board made secret", 404, "not_found", "PUT", "/v1/boards/" + flipBoard + "/pins/" + flipPin + "/position", map[string]any{"before": flipPin2}, asBob, "board not found"},
+		{"stranger deletes a board made secret", 404, "not_found", "DELETE", "/v1/boards/" + flipBoard, nil, asBob, "board not found"},
+
+		// An idempotency key used by a pin create, with another request.
+		{"key reused for a pin elsewhere", 422, "idempotency_key_reused", "POST", "/v1/pins", map[string]any{"board_id": board2}, usedKey, "another request"},
+		{"key reused for a board", 422, "idempotency_key_reused", "POST", "/v1/boards", map[string]any{"owner_id": bob, "name": "x"}, usedKey, "another request"},
+		{"key reused for a user", 422, "idempotency_key_reused", "POST", "/v1/users", map[string]any{"username": "keyed_again"}, usedKey, "another request"},
+		{"key reused for a comment", 422, "idempotency_key_reused", "POST", "/v1/pins/" + pin + "/comments", map[string]any{"author_id": bob, "text": "x"}, usedKey, "another request"},
+		{"key reused for a save", 422, "idempotency_key_reused", "POST", "/v1/pins/" + pin + "/saves", map[string]any{"board_id": bobBoard}, usedKey, "another request"},
+		{"key reused for owners", 422, "idempotency_key_reused", "POST", "/v1/pins/owners", map[string]any{"ids": []string{pin}}, usedKey, "another request"},
 		{"save without a board", 400, "invalid_argument", "POST", "/v1/pins/" + pin + "/saves", map[string]any{}, nil, "board_id"},
 		{"save with an unknown field", 400, "invalid_argument", "POST", "/v1/pins/" + pin + "/saves", map[string]any{"board_id": bobBoard, "secret": true}, nil, ""},
 		{"save of an unknown pin", 404, "not_found", "POST", "/v1/pins/" + unknownSibling(t, pin) + "/saves", map[string]any{"board_id": bobBoard}, nil, ""},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/pinstore/pinstore/api"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 )
@@ -49,6 +51,12 @@ func boardToPin(t *testing.T) (s *server, board object, body string, db *sqlx.DB
 	board = s.create("/v1/boards", map[string]any{"owner_id": owner.ID, "name": "b"})
 	db, shard = s.shardDB(board.ID)
 	return s, board, `{"board_id":"` + board.ID + `"}`, db, shard
+}
+
+// keyHome names the database of k's home shard: the shard its hash picks
+// (the store's keyHome, on e2eShards shards).
+func (s *server) keyHome(k *model.Idempotency) string {
+	return fmt.Sprintf("%s%05d", s.prefix, binary.BigEndian.Uint64(k.Hash[8:16])%e2eShards)
 }
 
 // shardDB opens the test MySQL and names the shard database of id.
@@ -91,7 +99,11 @@ func TestIdempotencyKeysE2E(t *testing.T) {
 	if n := s.count(pins); n != 1 {
 		t.Fatalf("board has %d pins after refused requests, want 1", n)
 	}
-	s.must(http.StatusOK, "POST", "/v1/pins/owners", `{"ids":[]}`, keyHdr("k-1")...) // a read: the key is checked, then ignored
+	// A read by POST makes a key its own too: k-1 is a create's, and a
+	// new key read twice runs twice.
+	s.fail(http.StatusUnprocessableEntity, model.EKeyReused, "POST", "/v1/pins/owners", `{"ids":[]}`, keyHdr("k-1")...)
+	s.must(http.StatusOK, "POST", "/v1/pins/owners", `{"ids":[]}`, keyHdr("k-read")...)
+	s.must(http.StatusOK, "POST", "/v1/pins/owners", `{"ids":[]}`, keyHdr("k-read")...)
 	s.fail(http.StatusBadRequest, model.EInvalid, "POST", "/v1/pins/owners", `{"ids":[]}`, keyHdr(" ")...)
 
 	// Keys belong to the token: another principal's k-1 is its own.
@@ -172,10 +184,12 @@ func TestIdempotencyKeyInFlightE2E(t *testing.T) {
 	}
 	done := make(chan *response, 1)
 	go func() { done <- s.req("POST", "/v1/pins", body, keyHdr("slow")...) }()
+	k := model.NewIdempotency("service:e2e-admin", "slow", "POST", "/v1/pins", []byte(body), nil)
+	home := s.keyHome(k)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var n int
-		if err := db.Get(&n, "SELECT COUNT(*) FROM "+shard+".idempotency_keys WHERE state = 0"); err != nil {
+		if err := db.Get(&n, "SELECT COUNT(*) FROM "+home+".idempotency_claims WHERE state = 0 AND key_hash = ?", k.Hash[:]); err != nil {
 			t.Fatal(err)
 		}
 		if n == 1 {
@@ -209,9 +223,14 @@ func TestIdempotencyKeyInFlightE2E(t *testing.T) {
 func TestIdempotencyKeyAfterDeadClaimE2E(t *testing.T) {
 	s, board, body, db, shard := boardToPin(t)
 	k := model.NewIdempotency("service:e2e-admin", "dead-claim", "POST", "/v1/pins", []byte(body), nil)
+	home := s.keyHome(k)
+	var target int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(shard, s.prefix), "%d", &target); err != nil {
+		t.Fatal(err)
+	}
 	claim := func(age string) {
 		t.Helper()
-		if _, err := db.Exec("REPLACE INTO "+shard+".idempotency_keys (key_hash, fingerprint, state, claim, claimed_at, expires_at) VALUES (?, ?, 0, 42, UTC_TIMESTAMP(6) - INTERVAL "+age+", UTC_TIMESTAMP(6) + INTERVAL 1 DAY)", k.Hash[:], k.Fingerprint[:]); err != nil {
+		if _, err := db.Exec("REPLACE INTO "+home+".idempotency_claims (key_hash, fingerprint, state, claim, claimed_at, target, expires_at) VALUES (?, ?, 0, 42, UTC_TIMESTAMP(6) - INTERVAL "+age+", ?, UTC_TIMESTAMP(6) + INTERVAL 1 DAY)", k.Hash[:], k.Fingerprint[:], target); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -223,4 +242,128 @@ func TestIdempotencyKeyAfterDeadClaimE2E(t *testing.T) {
 	if n := s.count("/v1/boards/" + board.ID + "/pins"); n != 1 {
 		t.Fatalf("board has %d pins, want 1", n)
 	}
+}
+
+// usersOnShards creates users until n of them live on n different shards.
+func (s *server) usersOnShards(n int, name string) []object {
+	s.t.Helper()
+	var out []object
+	seen := map[uint32]bool{}
+	for i := 0; len(out) < n; i++ {
+		if i > 200 {
+			s.t.Fatalf("no %d users on distinct shards after 200 creates", n)
+		}
+		u := s.create("/v1/users", map[string]any{"username": fmt.Sprintf("%s%d", name, i)})
+		if sh := idcodec.ShardOf(mustUint(s.t, u.ID)); !seen[sh] {
+			seen[sh] = true
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// A key first used on one POST route, then with another request on any
+// POST route (every ordered pair, the same route with another body
+// included), for objects on another shard than the first request's: the
+// second is 422 idempotency_key_reused and creates nothing, and the first
+// is still replayed.
+func TestIdempotencyKeyReusedAcrossRoutesE2E(t *testing.T) {
+	s := startServer(t)
+	users := s.usersOnShards(2, "pair")
+	type slot struct{ user, board, pin, saves string }
+	var slots [2]slot
+	for i, u := range users {
+		b := s.create("/v1/boards", map[string]any{"owner_id": u.ID, "name": "b"}).ID
+		slots[i] = slot{user: u.ID, board: b,
+			pin:   s.create("/v1/pins", map[string]any{"board_id": b}).ID,
+			saves: s.create("/v1/boards", map[string]any{"owner_id": u.ID, "name": "saves"}).ID}
+	}
+	// Each POST route's request for slot i (its objects on users[i]'s
+	// shard), and how many of what it makes there exist.
+	type postRoute struct {
+		path  func(i int, tag string) string
+		body  func(i int, tag string) string
+		made  func(i int, tag string) int64
+		reads bool // creates nothing: a retry runs again (200), not a replay
+	}
+	routes := map[string]postRoute{
+		"/v1/users": {
+			path: func(int, string) string { return "/v1/users" },
+			body: func(i int, tag string) string { return fmt.Sprintf(`{"username":"u%s%d"}`, tag, i) },
+			made: func(i int, tag string) int64 {
+				if s.req(http.MethodGet, fmt.Sprintf("/v1/usernames/u%s%d", tag, i), nil).Status == http.StatusOK {
+					return 1
+				}
+				return 0
+			},
+		},
+		"/v1/boards": {
+			path: func(int, string) string { return "/v1/boards" },
+			body: func(i int, tag string) string { return `{"owner_id":"` + slots[i].user + `","name":"` + tag + `"}` },
+			made: func(i int, _ string) int64 { return s.count("/v1/users/" + slots[i].user + "/boards") },
+		},
+		"/v1/pins": {
+			path: func(int, string) string { return "/v1/pins" },
+			body: func(i int, tag string) string {
+				return `{"board_id":"` + slots[i].board + `","description":"` + tag + `"}`
+			},
+			made: func(i int, _ string) int64 { return s.count("/v1/boards/" + slots[i].board + "/pins") },
+		},
+		"/v1/pins/owners": {
+			path:  func(int, string) string { return "/v1/pins/owners" },
+			body:  func(i int, _ string) string { return `{"ids":["` + slots[i].pin + `"]}` },
+			made:  func(int, string) int64 { return 0 },
+			reads: true,
+		},
+		"/v1/pins/{id}/saves": {
+			path: func(i int, _ string) string { return "/v1/pins/" + slots[1-i].pin + "/saves" },
+			body: func(i int, _ string) string { return `{"board_id":"` + slots[i].saves + `"}` },
+			made: func(i int, _ string) int64 { return s.count("/v1/boards/" + slots[i].saves + "/pins") },
+		},
+		"/v1/pins/{id}/comments": {
+			path: func(i int, _ string) string { return "/v1/pins/" + slots[i].pin + "/comments" },
+			body: func(i int, tag string) string { return `{"author_id":"` + slots[i].user + `","text":"` + tag + `"}` },
+			made: func(i int, _ string) int64 { return s.count("/v1/pins/" + slots[i].pin + "/comments") },
+		},
+	}
+	var posts []string
+	for _, r := range api.RouteRules() {
+		if r.Method != http.MethodPost {
+			continue
+		}
+		if _, ok := routes[r.Pattern]; !ok {
+			t.Fatalf("POST %s has no request in this test", r.Pattern)
+		}
+		posts = append(posts, r.Pattern)
+	}
+	n := 0
+	for _, a := range posts {
+		for _, b := range posts {
+			n++
+			tag := fmt.Sprintf("p%d", n)
+			key := "pair-" + tag
+			ra, rb := routes[a], routes[b]
+			first := s.req(http.MethodPost, ra.path(0, tag), ra.body(0, tag), keyHdr(key)...)
+			if first.Status != http.StatusCreated && first.Status != http.StatusOK {
+				t.Fatalf("%s then %s: the first request: %d %s", a, b, first.Status, first.Body)
+			}
+			before := rb.made(1, tag)
+			p := s.fail(http.StatusUnprocessableEntity, model.EKeyReused, http.MethodPost, rb.path(1, tag), rb.body(1, tag), keyHdr(key)...)
+			if !strings.Contains(p.Detail, "another request") {
+				t.Errorf("%s then %s: detail %q", a, b, p.Detail)
+			}
+			if after := rb.made(1, tag); after != before {
+				t.Fatalf("%s then %s: the refused request made %d (had %d)", a, b, after, before)
+			}
+			again := s.req(http.MethodPost, ra.path(0, tag), ra.body(0, tag), keyHdr(key)...)
+			if ra.reads {
+				if again.Status != http.StatusOK || !bytes.Equal(again.Body, first.Body) {
+					t.Fatalf("%s then %s: the read again: %d %s", a, b, again.Status, again.Body)
+				}
+				continue
+			}
+			sameResponse(t, first, again)
+		}
+	}
+	t.Logf("%d ordered pairs of %d POST routes", n, len(posts))
 }

@@ -230,3 +230,64 @@ func TestSecretBoardsE2E(t *testing.T) {
 	}
 	publicView("public again")
 }
+
+// Counts as others see them (README, Secret boards): a user's boards and
+// pins, on the user and on their lists, leave out the secret ones for
+// anyone but the user and service tokens, exactly through a flip both
+// ways. Two counts cross shards and stay whole, by choice: a user's likes
+// list counts likes of pins on others' secret boards, and a pin's saves
+// count saves onto secret boards; their lists leave the items out.
+func TestSecretCountsE2E(t *testing.T) {
+	s := startServer(t)
+	ann := s.create("/v1/users", map[string]any{"username": "ann"})
+	bob := s.create("/v1/users", map[string]any{"username": "bob"})
+	annTok, bobTok := mintUserToken(t, ann.ID, "1h"), mintUserToken(t, bob.ID, "1h")
+	open := s.create("/v1/boards", map[string]any{"owner_id": ann.ID, "name": "open"})
+	hidden := s.create("/v1/boards", map[string]any{"owner_id": ann.ID, "name": "later secret"})
+	src := s.create("/v1/pins", map[string]any{"board_id": open.ID})
+	pin := s.create("/v1/pins", map[string]any{"board_id": hidden.ID})
+	s.create("/v1/pins", map[string]any{"board_id": hidden.ID})
+	s.as(annTok, http.StatusCreated, http.MethodPost, "/v1/pins/"+src.ID+"/saves", map[string]any{"board_id": hidden.ID})
+	s.as(bobTok, http.StatusNoContent, http.MethodPut, "/v1/users/"+bob.ID+"/likes/"+pin.ID, nil)
+
+	type seen struct{ boards, pins, boardsList, pinsList int64 }
+	view := func(tok string) seen {
+		t.Helper()
+		var u object
+		s.as(tok, http.StatusOK, http.MethodGet, "/v1/users/"+ann.ID, nil).decode(t, &u)
+		var b, p list
+		s.as(tok, http.StatusOK, http.MethodGet, "/v1/users/"+ann.ID+"/boards?limit=1", nil).decode(t, &b)
+		s.as(tok, http.StatusOK, http.MethodGet, "/v1/users/"+ann.ID+"/pins?limit=1", nil).decode(t, &p)
+		return seen{int64(u.Counts["boards"]), int64(u.Counts["pins"]), *b.Count, *p.Count}
+	}
+	all := seen{2, 4, 2, 4}
+	for round, secret := range []bool{true, false, true} {
+		s.as(annTok, http.StatusOK, http.MethodPatch, "/v1/boards/"+hidden.ID, map[string]any{"secret": secret})
+		others := all
+		if secret {
+			others = seen{1, 1, 1, 1}
+		}
+		for name, c := range map[string]struct {
+			tok  string
+			want seen
+		}{"ann": {annTok, all}, "a service token": {e2eReadToken, all}, "bob": {bobTok, others}} {
+			if got := c.tok; view(got) != c.want {
+				t.Fatalf("round %d (secret %v): %s sees ann's counts %+v, want %+v", round, secret, name, view(got), c.want)
+			}
+		}
+	}
+	// The board is secret now. Bob's likes list: the item is hidden, the
+	// count is not. The source's saves: likewise.
+	var likes list
+	s.as(bobTok, http.StatusOK, http.MethodGet, "/v1/users/"+bob.ID+"/likes", nil).decode(t, &likes)
+	if len(likes.Items) != 0 || *likes.Count != 1 {
+		t.Fatalf("bob's likes as bob: %d items, count %d; want 0 and 1 (a like of a secret pin is counted)", len(likes.Items), *likes.Count)
+	}
+	var saves list
+	s.as(bobTok, http.StatusOK, http.MethodGet, "/v1/pins/"+src.ID+"/saves", nil).decode(t, &saves)
+	var source object
+	s.as(bobTok, http.StatusOK, http.MethodGet, "/v1/pins/"+src.ID, nil).decode(t, &source)
+	if len(saves.Items) != 0 || *saves.Count != 1 || source.Counts["saves"] != 1 {
+		t.Fatalf("the source's saves as bob: %d items, count %d, counts.saves %d; want 0, 1, 1 (a save onto a secret board is counted)", len(saves.Items), *saves.Count, source.Counts["saves"])
+	}
+}

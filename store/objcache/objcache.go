@@ -271,13 +271,15 @@ func encode(o model.Object) []byte {
 }
 
 // decode reads an entry of object id; ok is false for a lease or anything
-// malformed (a miss).
+// malformed (a miss), and for an entry with another number of counts than
+// its type carries (model.CountKeys; written by a version that counted
+// less).
 func decode(id uint64, b []byte) (model.Object, bool) {
 	if len(b) < entryHead || b[0] != 'V' {
 		return model.Object{}, false
 	}
 	n := int(b[25])
-	if len(b) < entryHead+8*n {
+	if len(b) < entryHead+8*n || n != 0 && n != len(model.CountKeys(idcodec.TypeOf(id))) {
 		return model.Object{}, false
 	}
 	o := model.Object{

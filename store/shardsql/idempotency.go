@@ -8,90 +8,147 @@ import (
 	"github.com/jmoiron/sqlx"
 )
 
-const idemTable = "idempotency_keys"
-
-// Key states of idempotency_keys.state.
+// The tables of idempotency keys: idempotency_claims holds a key's claim
+// on its home shard, idempotency_outcomes the outcome of one claim on the
+// shard its create writes to (migration 0011).
 const (
-	KeyPending = 0 // claimed; its create has not committed
-	KeyDone    = 1 // its create committed; response holds the answer
+	claimsTable   = "idempotency_claims"
+	outcomesTable = "idempotency_outcomes"
 )
 
-// KeyRow is one row of idempotency_keys.
+// Claim states of idempotency_claims.state.
+const (
+	KeyPending = 0 // claimed by a create; its outcome is on the target shard, if any
+	KeyRead    = 2 // used by a request that creates nothing (target -1)
+)
+
+// Outcome states of idempotency_outcomes.state.
+const (
+	OutcomeDone   = 1 // the claim's create committed; response holds its answer
+	OutcomeFenced = 2 // the claim can no longer commit here (a retry took it over, or it failed)
+	OutcomeNoted  = 3 // a user create made object_id, not yet visible
+)
+
+// NoTarget is the target of a claim whose request creates nothing.
+const NoTarget = -1
+
+// KeyRow is one row of idempotency_claims.
 type KeyRow struct {
 	Fingerprint []byte
 	State       int
 	Claim       uint64
 	ClaimedAt   time.Time
-	ObjectID    uint64
-	Response    []byte
+	Target      int // the shard the create writes to; NoTarget
 	ExpiresAt   time.Time
 }
 
-// InsertKey claims key as pending with claim, failing with MySQL error
-// 1062 when the key has a row already.
-func InsertKey(ctx context.Context, x sqlx.ExecerContext, db DB, key, fingerprint []byte, claim uint64, at, expires time.Time) error {
-	_, err := x.ExecContext(ctx, "INSERT INTO "+db.table(idemTable)+" (key_hash, fingerprint, state, claim, claimed_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-		key, fingerprint, KeyPending, claim, at, expires)
+// Outcome is one row of idempotency_outcomes.
+type Outcome struct {
+	State    int
+	ObjectID uint64
+	Response []byte
+}
+
+// InsertKey claims key on its home shard with claim, in state, for a
+// create writing to shard target, failing with MySQL error 1062 when the
+// key has a row already.
+func InsertKey(ctx context.Context, x sqlx.ExecerContext, db DB, key, fingerprint []byte, state int, claim uint64, target int, at, expires time.Time) error {
+	_, err := x.ExecContext(ctx, "INSERT INTO "+db.table(claimsTable)+" (key_hash, fingerprint, state, claim, claimed_at, target, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+		key, fingerprint, state, claim, at, target, expires)
 	return err
 }
 
-// ReadKey reads the row of key with lock; sql.ErrNoRows when there is none.
-func ReadKey(ctx context.Context, q sqlx.QueryerContext, db DB, key []byte, lock Lock) (KeyRow, error) {
+// ReadKey reads the claim of key; sql.ErrNoRows when there is none.
+func ReadKey(ctx context.Context, q sqlx.QueryerContext, db DB, key []byte) (KeyRow, error) {
 	var r KeyRow
-	err := q.QueryRowxContext(ctx, "SELECT fingerprint, state, claim, claimed_at, object_id, response, expires_at FROM "+db.table(idemTable)+" WHERE key_hash = ?"+string(lock), key).
-		Scan(&r.Fingerprint, &r.State, &r.Claim, &r.ClaimedAt, &r.ObjectID, &r.Response, &r.ExpiresAt)
+	err := q.QueryRowxContext(ctx, "SELECT fingerprint, state, claim, claimed_at, target, expires_at FROM "+db.table(claimsTable)+" WHERE key_hash = ?", key).
+		Scan(&r.Fingerprint, &r.State, &r.Claim, &r.ClaimedAt, &r.Target, &r.ExpiresAt)
 	return r, err
 }
 
-// TakeKey gives the row of key to a new claim, as pending with
-// fingerprint, if it is still as the taker read it: claim old in state
-// (a pending claim past its lease, or an expired row). A claimant that
-// completed the row meanwhile keeps it. It reports whether it took it;
-// keepObject false also forgets the object a user create noted.
-func TakeKey(ctx context.Context, x sqlx.ExecerContext, db DB, key, fingerprint []byte, old uint64, state int, claim uint64, at, expires time.Time, keepObject bool) (bool, error) {
-	obj := "0"
-	if keepObject {
-		obj = "object_id"
-	}
-	res, err := x.ExecContext(ctx, "UPDATE "+db.table(idemTable)+" SET fingerprint = ?, state = ?, claim = ?, claimed_at = ?, expires_at = ?, response = NULL, object_id = "+obj+" WHERE key_hash = ? AND claim = ? AND state = ?",
-		fingerprint, KeyPending, claim, at, expires, key, old, state)
+// TakeKey gives the claim of key to a new claim in state, with
+// fingerprint and target, if it is still as the taker read it (claim old
+// in state old). It reports whether it took it.
+func TakeKey(ctx context.Context, x sqlx.ExecerContext, db DB, key, fingerprint []byte, old uint64, oldState, state int, claim uint64, target int, at, expires time.Time) (bool, error) {
+	res, err := x.ExecContext(ctx, "UPDATE "+db.table(claimsTable)+" SET fingerprint = ?, state = ?, claim = ?, claimed_at = ?, target = ?, expires_at = ? WHERE key_hash = ? AND claim = ? AND state = ?",
+		fingerprint, state, claim, at, target, expires, key, old, oldState)
 	return affected(res, err)
 }
 
-// NoteKeyObject records, while claim holds key, the object its request
-// has made so far (a user not yet visible). It reports whether claim
-// still held the key.
-func NoteKeyObject(ctx context.Context, x sqlx.ExecerContext, db DB, key []byte, claim, object uint64) (bool, error) {
-	res, err := x.ExecContext(ctx, "UPDATE "+db.table(idemTable)+" SET object_id = ? WHERE key_hash = ? AND claim = ? AND state = ?", object, key, claim, KeyPending)
-	return affected(res, err)
-}
-
-// CompleteKey marks key done with its response and object, if claim still
-// holds it pending; it reports whether it did. Run in the create's
-// transaction, it commits with the create.
-func CompleteKey(ctx context.Context, x sqlx.ExecerContext, db DB, key []byte, claim, object uint64, response []byte) (bool, error) {
-	res, err := x.ExecContext(ctx, "UPDATE "+db.table(idemTable)+" SET state = ?, object_id = ?, response = ? WHERE key_hash = ? AND claim = ? AND state = ?",
-		KeyDone, object, response, key, claim, KeyPending)
-	return affected(res, err)
-}
-
-// ReleaseKey deletes key's row if claim holds it pending (its create
-// failed and made nothing, so a retry may run again at once).
+// ReleaseKey deletes key's claim if claim still holds it pending (its
+// create failed and its outcome is fenced, so a retry may run at once).
 func ReleaseKey(ctx context.Context, x sqlx.ExecerContext, db DB, key []byte, claim uint64) error {
-	_, err := x.ExecContext(ctx, "DELETE FROM "+db.table(idemTable)+" WHERE key_hash = ? AND claim = ? AND state = ?", key, claim, KeyPending)
+	_, err := x.ExecContext(ctx, "DELETE FROM "+db.table(claimsTable)+" WHERE key_hash = ? AND claim = ? AND state = ?", key, claim, KeyPending)
 	return err
 }
 
-// DeleteExpiredKeys deletes up to n rows that expired before cutoff and
-// returns how many it deleted.
-func DeleteExpiredKeys(ctx context.Context, x sqlx.ExecerContext, db DB, cutoff time.Time, n int) (int, error) {
-	res, err := x.ExecContext(ctx, "DELETE FROM "+db.table(idemTable)+" WHERE expires_at < ? LIMIT ?", cutoff, n)
-	if err != nil {
-		return 0, err
-	}
-	k, err := res.RowsAffected()
-	return int(k), err
+// InsertOutcome records the outcome of key's claim in state, in the
+// create's transaction on its target shard. MySQL error 1062 means the
+// claim has an outcome already: fenced, so the create must roll back.
+func InsertOutcome(ctx context.Context, x sqlx.ExecerContext, db DB, key []byte, claim uint64, state int, object uint64, response []byte, expires time.Time) error {
+	_, err := x.ExecContext(ctx, "INSERT INTO "+db.table(outcomesTable)+" (key_hash, claim, state, object_id, response, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+		key, claim, state, object, response, expires)
+	return err
 }
+
+// CompleteNoted turns the noted outcome of key's claim done with its
+// response, in the create's transaction; it reports whether the claim was
+// still noted (not fenced).
+func CompleteNoted(ctx context.Context, x sqlx.ExecerContext, db DB, key []byte, claim uint64, response []byte) (bool, error) {
+	res, err := x.ExecContext(ctx, "UPDATE "+db.table(outcomesTable)+" SET state = ?, response = ? WHERE key_hash = ? AND claim = ? AND state = ?",
+		OutcomeDone, response, key, claim, OutcomeNoted)
+	return affected(res, err)
+}
+
+// ReadOutcome reads the outcome of key's claim; sql.ErrNoRows when it has
+// none (its create has not committed, or never will).
+func ReadOutcome(ctx context.Context, q sqlx.QueryerContext, db DB, key []byte, claim uint64) (Outcome, error) {
+	var o Outcome
+	err := q.QueryRowxContext(ctx, "SELECT state, object_id, response FROM "+db.table(outcomesTable)+" WHERE key_hash = ? AND claim = ?", key, claim).
+		Scan(&o.State, &o.ObjectID, &o.Response)
+	return o, err
+}
+
+// FenceOutcome makes sure key's claim can no longer commit a create on
+// this shard, and returns its outcome as it then stands: a claim with no
+// outcome gets a fenced one (the claimant's own insert will collide with
+// it, or it has rolled back), a noted one (a user not yet visible) is
+// fenced keeping its object, a done one stays done (it committed: its
+// response is to be replayed). Each statement is alone: the insert waits
+// for a create still inserting the same row to commit or roll back.
+func FenceOutcome(ctx context.Context, x sqlx.ExtContext, db DB, key []byte, claim uint64, expires time.Time) (Outcome, error) {
+	res, err := x.ExecContext(ctx, "INSERT IGNORE INTO "+db.table(outcomesTable)+" (key_hash, claim, state, expires_at) VALUES (?, ?, ?, ?)", key, claim, OutcomeFenced, expires)
+	if fresh, err := affected(res, err); err != nil || fresh {
+		return Outcome{State: OutcomeFenced}, err
+	}
+	if _, err := x.ExecContext(ctx, "UPDATE "+db.table(outcomesTable)+" SET state = ? WHERE key_hash = ? AND claim = ? AND state = ?", OutcomeFenced, key, claim, OutcomeNoted); err != nil {
+		return Outcome{}, err
+	}
+	return ReadOutcome(ctx, x, db, key, claim)
+}
+
+// DeleteExpiredKeys deletes up to n claims, n outcomes and n legacy rows
+// that expired before cutoff; it returns how many it deleted, and more
+// when a table may hold others.
+func DeleteExpiredKeys(ctx context.Context, x sqlx.ExecerContext, db DB, cutoff time.Time, n int) (deleted int, more bool, err error) {
+	for _, table := range []string{claimsTable, outcomesTable, legacyKeysTable} {
+		res, err := x.ExecContext(ctx, "DELETE FROM "+db.table(table)+" WHERE expires_at < ? LIMIT ?", cutoff, n)
+		if err != nil {
+			return deleted, more, err
+		}
+		k, err := res.RowsAffected()
+		if err != nil {
+			return deleted, more, err
+		}
+		deleted += int(k)
+		more = more || int(k) == n
+	}
+	return deleted, more, nil
+}
+
+// legacyKeysTable kept keys on their create's shard (migration 0010); it
+// is only swept now, until a later migration drops it.
+const legacyKeysTable = "idempotency_keys"
 
 // affected reports whether an update changed a row.
 func affected(res sql.Result, err error) (bool, error) {

@@ -74,6 +74,18 @@ func RemoveEdge(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mappin
 	return err == nil, err
 }
 
+// AddSecret changes by delta the number of secret entries of from's list
+// m (model.SecretKey), in the transaction that changes them, and marks
+// from's cached copy for invalidation.
+func AddSecret(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mapping, from uint64, delta int64) error {
+	if delta == 0 {
+		return nil
+	}
+	touch(x, from)
+	_, err := x.ExecContext(ctx, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE n = n + VALUES(n)", from, model.SecretKey(m), delta)
+	return err
+}
+
 // Count reads the length of from's list m (0 when it never had a row).
 func Count(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping, from uint64) (int64, error) {
 	return CountLocked(ctx, q, db, m, from, NoLock)
@@ -149,7 +161,7 @@ func pageSQL(db DB, table string, from uint64, p Page, objects idcodec.Type) (st
 	b.WriteString("SELECT e.to_id, e.sequence")
 	if objects != 0 {
 		b.WriteString(", o.doc, o.version, o.created_at, o.updated_at")
-		countColumns(&b, db, objects, "o.local_id", 0, len(model.Counted(objects)))
+		countColumns(&b, db, objects, "o.local_id", 0, len(model.CountKeys(objects)))
 	}
 	b.WriteString(" FROM ")
 	b.WriteString(db.table(table))
@@ -199,7 +211,7 @@ func ReadPageObjects(ctx context.Context, q sqlx.QueryerContext, db DB, m model.
 		return nil, nil, false, err
 	}
 	defer rows.Close()
-	pad := len(model.Counted(typ))
+	pad := len(model.CountKeys(typ))
 	for rows.Next() {
 		var e Entry
 		var r Row

@@ -13,7 +13,7 @@ import (
 )
 
 // Row is an object as its table holds it, with the lengths of the lists
-// it carries (model.Counted) when the read asked for them.
+// it carries (model.CountKeys) when the read asked for them.
 type Row struct {
 	Local   uint64
 	Doc     []byte
@@ -28,34 +28,36 @@ func (r Row) Object(db DB, typ idcodec.Type) model.Object {
 	return model.Object{ID: db.ID(typ, r.Local), Type: typ, Version: r.Version, CreatedAt: r.Created, UpdatedAt: r.Updated, Doc: r.Doc, Counts: r.Counts}
 }
 
-// maxCounted bounds len(model.Counted(t)) for every type: a batched read
-// pads every part to this many count columns (UNION ALL needs one shape).
-const maxCounted = 4
+// maxCounted bounds len(model.CountKeys(t)) for every type: a batched
+// read pads every part to this many count columns (UNION ALL needs one
+// shape).
+const maxCounted = 6
 
-// countSelect is the sub-select of the length of list m of the object
-// whose id is the SQL expression id.
-func countSelect(db DB, id string, m model.Mapping) string {
-	return "COALESCE((SELECT c.n FROM " + db.table(countsTable) + " c WHERE c.from_id = " + id + " AND c.mapping = " + strconv.Itoa(int(m)) + "), 0)"
+// countSelect is the sub-select of the count kept under key (a mapping,
+// or model.SecretKey of one) of the object whose id is the SQL expression
+// id.
+func countSelect(db DB, id string, key uint8) string {
+	return "COALESCE((SELECT c.n FROM " + db.table(countsTable) + " c WHERE c.from_id = " + id + " AND c.mapping = " + strconv.Itoa(int(key)) + "), 0)"
 }
 
 // countColumns writes, for the object of type typ whose local id is the
-// column local, the count columns a read returns: its Counted lists padded
-// with 0 to pad columns, then extra's length (0 when extra is 0).
+// column local, the count columns a read returns: its model.CountKeys
+// padded with 0 to pad columns, then extra's length (0 when extra is 0).
 func countColumns(b *strings.Builder, db DB, typ idcodec.Type, local string, extra model.Mapping, pad int) {
 	id := local + " + " + strconv.FormatUint(db.ID(typ, 0), 10)
-	ms := model.Counted(typ)
-	for _, m := range ms {
+	keys := model.CountKeys(typ)
+	for _, k := range keys {
 		b.WriteString(", ")
-		b.WriteString(countSelect(db, id, m))
+		b.WriteString(countSelect(db, id, k))
 	}
-	for range pad - len(ms) {
+	for range pad - len(keys) {
 		b.WriteString(", 0")
 	}
 	b.WriteString(", ")
 	if extra == 0 {
 		b.WriteByte('0')
 	} else {
-		b.WriteString(countSelect(db, id, extra))
+		b.WriteString(countSelect(db, id, uint8(extra)))
 	}
 }
 
@@ -69,7 +71,7 @@ func countDest(typ idcodec.Type, pad int, n *int64) ([]any, func(r *Row)) {
 		dest[i] = &vals[i]
 	}
 	dest[pad] = n
-	k := len(model.Counted(typ))
+	k := len(model.CountKeys(typ))
 	return dest, func(r *Row) {
 		if k > 0 {
 			r.Counts = vals[:k:k]
@@ -95,7 +97,7 @@ func InsertObject(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.
 		return model.Object{}, model.Errorf(model.EShardFull, "shard %d has no %s ids left", db.N, typ)
 	}
 	var counts []int64 // a new object's lists are empty
-	if k := len(model.Counted(typ)); k > 0 {
+	if k := len(model.CountKeys(typ)); k > 0 {
 		counts = make([]int64, k)
 	}
 	return model.Object{ID: id, Type: typ, Version: 1, CreatedAt: at, UpdatedAt: at, Doc: doc, Counts: counts}, nil
@@ -116,7 +118,7 @@ func ReadObject(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.T
 func ReadObjectCounted(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.Type, local uint64, extra model.Mapping, lock Lock) (r Row, n int64, err error) {
 	var b strings.Builder
 	b.WriteString("SELECT o.doc, o.version, o.created_at, o.updated_at")
-	pad := len(model.Counted(typ))
+	pad := len(model.CountKeys(typ))
 	countColumns(&b, db, typ, "o.local_id", extra, pad)
 	b.WriteString(" FROM ")
 	b.WriteString(db.table(objectTables[typ]))
@@ -194,7 +196,7 @@ func ReadObjects(ctx context.Context, q sqlx.QueryerContext, parts []ObjectSelec
 		if part < 0 || part >= len(parts) {
 			continue
 		}
-		if k := len(model.Counted(parts[part].Type)); k > 0 {
+		if k := len(model.CountKeys(parts[part].Type)); k > 0 {
 			r.Counts = append([]int64(nil), vals[:k]...)
 		}
 		fn(part, r, n)

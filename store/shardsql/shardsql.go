@@ -12,7 +12,11 @@
 //     an index (from_id, sequence, to_id) so an ordered page is a range
 //     scan; a row lives on the shard of its from_id;
 //   - mapping_counts: the length of each list, changed in the same
-//     transaction as the rows;
+//     transaction as the rows, and, under model.SecretKey, how many of a
+//     user's boards and pins are secret;
+//   - idempotency_claims (a key's claim, on the shard its hash picks) and
+//     idempotency_outcomes (a claim's outcome and response, on the shard
+//     its create writes to);
 //   - user_feed (the materialised home feed) and feed_outbox (fan-out not
 //     yet known to be written); feed_pull_authors (authors whose pins are
 //     merged at read time, on their shard) and feed_pulled (the pulled
