@@ -110,7 +110,9 @@ func (e *moveEnv) mapText(t *testing.T) string {
 // (routed to h1), present in h1's databases, and h0 no longer has them.
 func TestMoveShardsUnderLoad(t *testing.T) {
 	const poll = 25 * time.Millisecond
-	const queryTimeout = time.Second
+	// The servers' default is 5s; 3s keeps the test short while leaving
+	// room for the waits a loaded machine adds.
+	const queryTimeout = 3 * time.Second
 	e := newMoveEnv(t, poll, queryTimeout)
 	s := e.server
 
@@ -194,7 +196,7 @@ func TestMoveShardsUnderLoad(t *testing.T) {
 
 	time.Sleep(150 * time.Millisecond) // writes flowing before the copy starts
 	var out bytes.Buffer
-	rep, err := e.move(reshard.Options{First: 0, Last: 3, To: "h1", MapPoll: poll, Settle: poll + queryTimeout + 200*time.Millisecond, Batch: 50, Progress: &out})
+	rep, err := e.move(reshard.Options{First: 0, Last: 3, To: "h1", Finish: true, MapPoll: poll, Settle: poll + queryTimeout + 200*time.Millisecond, Batch: 200, Progress: &out})
 	time.Sleep(150 * time.Millisecond) // and after the switch
 	ld.halt()
 	t.Logf("move output:\n%s", out.String())
