@@ -369,6 +369,9 @@ func countRows(ctx context.Context, db *sqlx.DB, name string, tables []tableInfo
 		parts = append(parts, "(SELECT COUNT(*) FROM "+name+".`"+tb.name+"`)")
 	}
 	out := make([]int64, len(parts))
+	if len(parts) == 0 {
+		return out, nil
+	}
 	ptrs := make([]any, len(out))
 	for i := range out {
 		ptrs[i] = &out[i]

@@ -205,19 +205,25 @@ func (mv *mover) catchUpShard(ctx context.Context, w shardWork) (int64, error) {
 
 // finalShard is the pass while writes are held: the change log applied
 // until it is empty, then verified: the rows of every key applied in this
-// pass are the same on both sides (count and hash), every table has as
-// many rows on both sides, the source has no table the move does not know,
-// and the source's log is still empty (nothing arrived meanwhile; if
-// something did, it is applied and checked again).
-// AUTO_INCREMENT counters are raised to the source's. It returns the log
-// entries applied; a difference is a *mismatch.
+// pass are the same on both sides (count and hash); every table that
+// changed in this pass, or whose counts differed at the check before the
+// hold (all of them when there was no check in this run), has as many rows
+// on both sides; the source has no table the move does not know; and the
+// source's log is still empty (nothing arrived meanwhile; if something
+// did, it is applied and checked again). The AUTO_INCREMENT counters of the
+// tables that changed (all, without a check) are raised to the source's.
+// It returns the log entries applied; a difference is a *mismatch.
 func (mv *mover) finalShard(ctx context.Context, w shardWork) (int64, error) {
 	tables, byName, err := mv.tablesOf(ctx, w)
 	if err != nil {
 		return 0, err
 	}
+	mv.mu.Lock()
+	again, checked := mv.recount[w.n]
+	mv.mu.Unlock()
 	seen := keySet{}
 	var applied int64
+	var counted []tableInfo
 	for round := 0; ; round++ {
 		n, err := drainLog(ctx, w, byName, mv.opt.Batch, true, seen)
 		applied += n
@@ -227,7 +233,13 @@ func (mv *mover) finalShard(ctx context.Context, w shardWork) (int64, error) {
 		if err := mv.hook("final applied"); err != nil {
 			return applied, err
 		}
-		src, err := countRows(ctx, w.src, w.name, tables, true)
+		counted = counted[:0]
+		for _, tb := range tables {
+			if !checked || again[tb.name] || seen[tb.name] != nil {
+				counted = append(counted, tb)
+			}
+		}
+		src, err := countRows(ctx, w.src, w.name, counted, true)
 		if err != nil {
 			return applied, fmt.Errorf("count: %w", err)
 		}
@@ -240,11 +252,11 @@ func (mv *mover) finalShard(ctx context.Context, w shardWork) (int64, error) {
 		if src[1] != int64(len(tables)+1) { // a migration ran during the move
 			return applied, &mismatch{shard: w.n, table: "(every table)", what: "tables in the database", src: tableSum{rows: src[1] - 1}, dst: tableSum{rows: int64(len(tables))}}
 		}
-		dst, err := countRows(ctx, w.dst, w.name, tables, false)
+		dst, err := countRows(ctx, w.dst, w.name, counted, false)
 		if err != nil {
 			return applied, fmt.Errorf("count on the target: %w", err)
 		}
-		for i, tb := range tables {
+		for i, tb := range counted {
 			if src[i+2] != dst[i] {
 				return applied, &mismatch{shard: w.n, table: tb.name, what: "row count", src: tableSum{rows: src[i+2]}, dst: tableSum{rows: dst[i]}}
 			}
@@ -255,7 +267,16 @@ func (mv *mover) finalShard(ctx context.Context, w shardWork) (int64, error) {
 		return applied, err
 	}
 	mv.verified.Add(int64(seen.len()))
-	if err := raiseAutoInc(ctx, w, tables); err != nil {
+	raise := tables
+	if checked {
+		raise = raise[:0:0]
+		for _, tb := range tables {
+			if seen[tb.name] != nil {
+				raise = append(raise, tb)
+			}
+		}
+	}
+	if err := raiseAutoInc(ctx, w, mv.hosts.ddlLock(w.dst), raise, 0); err != nil {
 		return applied, err
 	}
 	return applied, nil
@@ -434,10 +455,11 @@ func insertRows(ctx context.Context, tx *sqlx.Tx, name string, tb tableInfo, row
 	return flush()
 }
 
-// raiseAutoInc sets the AUTO_INCREMENT of every such table of the target
-// to at least the source's, so an id handed out (even by a rolled-back
-// insert) on the source is never handed out again on the target.
-func raiseAutoInc(ctx context.Context, w shardWork, tables []tableInfo) error {
+// raiseAutoInc sets the AUTO_INCREMENT of every such table of tables on
+// the target to at least the source's plus margin, so an id handed out
+// (even by a rolled-back insert) on the source is never handed out again on
+// the target. The ALTER is DDL: it runs holding ddl (hosts.ddlLock).
+func raiseAutoInc(ctx context.Context, w shardWork, ddl *sync.Mutex, tables []tableInfo, margin uint64) error {
 	var names []any
 	for _, tb := range tables {
 		if tb.autoInc {
@@ -472,10 +494,10 @@ func raiseAutoInc(ctx context.Context, w shardWork, tables []tableInfo) error {
 	}
 	for _, n := range names {
 		table := n.(string)
-		if src[table] <= dst[table] {
+		if src[table]+margin <= dst[table] {
 			continue
 		}
-		if _, err := w.dst.ExecContext(ctx, "ALTER TABLE "+w.name+".`"+table+"` AUTO_INCREMENT = "+strconv.FormatUint(src[table], 10)); err != nil {
+		if err := execLocked(ctx, w.dst, ddl, "ALTER TABLE "+w.name+".`"+table+"` AUTO_INCREMENT = "+strconv.FormatUint(src[table]+margin, 10)); err != nil {
 			return fmt.Errorf("table %s: %w", table, err)
 		}
 	}

@@ -16,16 +16,20 @@
 // the source's log to the target: exactly the logged keys are copied (the
 // source's row replaces the target's, or the target's is deleted when the
 // source has none), and the applied entries are deleted; passes repeat
-// until one has little left to apply. Then it holds writes by rewriting the
-// map with the range read_only (servers keep writes to it waiting,
-// topology.Router.EnterShard, and refuse them with EMoving only if the
-// hold outlasts their buffer), waits until every write routed on the old
-// map has finished (Confirm, or the settle time), applies the last entries
-// of the log, verifies (the rows of every key applied while held are the
-// same on both hosts, every table has as many rows on both, the source's
-// log is still empty; any difference rolls the map back), and rewrites the
-// map with the range on the target, writable. The hold grows with the
-// writes made during the last catch-up pass, not with the shards' size.
+// until one has little left to apply, and a check counts every table's
+// rows on both hosts (a table whose counts differ still has changes to
+// apply). Then it holds writes by rewriting the map with the range
+// read_only (servers keep writes to it waiting, topology.Router.EnterShard,
+// and refuse them with EMoving only if the hold outlasts their buffer),
+// waits until every write routed on the old map has finished (Confirm, or
+// the settle time), applies the last entries of the log, verifies (the rows
+// of every key applied while held are the same on both hosts; every table
+// that changed since the check, or differed at it, has as many rows on
+// both; the source's log is still empty; any difference rolls the map
+// back), and rewrites the map with the range on the target, writable. The
+// hold grows with the writes made since the last catch-up pass, not with
+// the shards' size or their number of tables: it opens only the tables
+// that changed.
 //
 // The move then stays open, and reversible: the target's triggers log
 // every client write it takes from the switch on, so Revert applies them
@@ -64,9 +68,14 @@
 // writes are held, which then gives writes back to the source.
 //
 // Invariants:
-//   - IDs never change: a shard keeps its number and database name, and
-//     AUTO_INCREMENT counters on the side that takes over are raised to
-//     the other's while writes are held.
+//   - IDs never change: a shard keeps its number and database name. The
+//     AUTO_INCREMENT counters of the side that takes over are raised past
+//     the other's at the check (by autoIncMargin), and again while writes
+//     are held for the tables that changed since, so no id the other side
+//     handed out is handed out again (unless more than autoIncMargin ids
+//     were taken by inserts that rolled back between the check and the
+//     hold, in a table with no committed insert meanwhile). No id of a
+//     committed row is ever reused.
 //   - The Home's lock of moves records the move in progress (YAML, see
 //     moveState): with a map file, the lock file <map file>.move
 //     (LockPath), flocked while a move-shards runs; with etcd, the key

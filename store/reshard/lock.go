@@ -42,6 +42,7 @@ const stepRevertHold = "revert-hold"
 //	pid: 4242               # last process that ran it
 //	started: 2025-01-02T03:04:05Z
 //	note: ""                # why a verification failed
+//	copied: true            # the first pass is done: every change since is in the logs
 type moveState struct {
 	Range   string     `yaml:"range"`
 	To      string     `yaml:"to"`
@@ -50,6 +51,7 @@ type moveState struct {
 	PID     int        `yaml:"pid"`
 	Started time.Time  `yaml:"started"`
 	Note    string     `yaml:"note,omitempty"`
+	Copied  bool       `yaml:"copied,omitempty"`
 
 	first, last int
 	src         []string // index shard-first: source host

@@ -134,7 +134,8 @@ type mover struct {
 	start time.Time
 
 	mu       sync.Mutex
-	tables   map[int][]tableInfo // by shard: its tables, the same on both sides
+	tables   map[int][]tableInfo     // by shard: its tables, the same on both sides
+	recount  map[int]map[string]bool // by shard: tables whose counts differed at the check before the hold
 	verified atomic.Int64
 }
 
@@ -162,7 +163,7 @@ type mover struct {
 // *model.Error are wrapped with the operation ("reshard.Move: …").
 func Move(ctx context.Context, opt Options) (Report, error) {
 	const op = "reshard.Move"
-	mv := &mover{opt: opt, home: opt.Home, out: opt.Progress, start: time.Now(), tables: map[int][]tableInfo{}}
+	mv := &mover{opt: opt, home: opt.Home, out: opt.Progress, start: time.Now(), tables: map[int][]tableInfo{}, recount: map[int]map[string]bool{}}
 	if mv.home == nil && opt.MapFile != "" {
 		mv.home = FileHome(opt.MapFile)
 	}
@@ -346,7 +347,7 @@ func (mv *mover) forward(ctx context.Context, m *shardmap.Map, pos string) error
 		if err := mv.cutover(ctx, m, false, pos == stepHold); err != nil {
 			return err
 		}
-		mv.logf("switched: copy %v (%d rows, then %d catch-up passes applying %d changes); writes held off %v (final pass %v: %d changes applied, %d keys and every table's rows verified)",
+		mv.logf("switched: copy %v (%d rows, then %d catch-up passes applying %d changes); writes held off %v (final pass %v: %d changes applied, %d keys verified)",
 			round(mv.rep.Copy), mv.rep.Rows, mv.rep.Passes, mv.rep.CatchUp, round(mv.rep.Held), round(mv.rep.Final), mv.rep.FinalRows, mv.verified.Load())
 	case stepSwitched:
 	default:
@@ -367,33 +368,42 @@ func (mv *mover) forward(ctx context.Context, m *shardmap.Map, pos string) error
 
 // catchUpSmall is the backlog (change log entries applied by one catch-up
 // pass) below which the next pass runs with writes held. maxPasses bounds
-// the passes while writes flow: a backlog that is still large after them
-// (writes arrive about as fast as they are applied) stops the move before
-// its hold, which would then last too long.
+// the passes while writes flow: a backlog that is still large after them,
+// or that grew three passes in a row (writes arrive about as fast as they
+// are applied), stops the move before its hold, which would then last too
+// long.
 const (
 	catchUpSmall = 1000
 	maxPasses    = 20
 )
 
-// copyStep is the first pass, every shard copied while writes flow, then
-// the catch-up passes.
+// copyStep is the first pass, every shard copied while writes flow (once:
+// a move that is carried on after it needs only the logs), then the
+// catch-up passes.
 func (mv *mover) copyStep(ctx context.Context, m *shardmap.Map) error {
+	st := mv.lock.state
 	if err := mv.hook("copy"); err != nil {
 		return err
 	}
 	begin := time.Now()
-	rows, err := mv.eachShard(ctx, m, "copy", false, mv.opt.Parallel, mv.copyShard)
-	mv.rep.Rows += rows
-	mv.rep.Copy = time.Since(begin)
-	if err != nil {
-		return err
+	if !st.Copied {
+		rows, err := mv.eachShard(ctx, m, "copy", false, mv.opt.Parallel, mv.copyShard)
+		mv.rep.Rows += rows
+		mv.rep.Copy = time.Since(begin)
+		if err != nil {
+			return err
+		}
+		mv.logf("copy: %d shards, %d rows in %v; every change since is in the source's change log", mv.rep.Shards, rows, round(mv.rep.Copy))
+		st.Copied = true
+		if err := mv.lock.save(ctx); err != nil {
+			return err
+		}
 	}
-	mv.logf("copy: %d shards, %d rows in %v; every change since is in the source's change log", mv.rep.Shards, rows, round(mv.rep.Copy))
 	if err := mv.hook("copied"); err != nil {
 		return err
 	}
 	begin = time.Now()
-	err = mv.catchUp(ctx, m, false)
+	err := mv.catchUp(ctx, m, false)
 	mv.rep.Copy += time.Since(begin)
 	return err
 }
@@ -403,6 +413,8 @@ func (mv *mover) copyStep(ctx context.Context, m *shardmap.Map) error {
 // backlog left to apply (catchUpSmall), so that the pass while writes are
 // held has only the last moments' changes.
 func (mv *mover) catchUp(ctx context.Context, m *shardmap.Map, back bool) error {
+	var prev int64
+	growing := 0
 	for pass := 1; ; pass++ {
 		begin := time.Now()
 		n, err := mv.eachShard(ctx, m, "catch-up", back, mv.opt.Parallel, mv.catchUpShard)
@@ -416,13 +428,69 @@ func (mv *mover) catchUp(ctx context.Context, m *shardmap.Map, back bool) error 
 			return err
 		}
 		if n <= catchUpSmall {
-			return nil
+			return mv.check(ctx, m, back)
 		}
-		if pass >= maxPasses {
+		if pass > 1 && n > prev {
+			growing++
+		} else {
+			growing = 0
+		}
+		prev = n
+		if pass >= maxPasses || growing >= 3 {
 			return model.Errorf(model.EUnavailable, "catch-up does not converge: pass %d still applied %d changes (writes arrive about as fast as the move applies them); writes were not held. Run the same command again when the load is lower, or add --abort", pass, n)
 		}
 	}
 }
+
+// check counts every table on both sides, shard by shard, just before the
+// hold, while writes still flow, and raises the AUTO_INCREMENT counters of
+// the side that is to take over to the other's plus autoIncMargin. A table
+// whose counts differ has changes still to apply; it is counted again while
+// writes are held, with every table that changes meanwhile, and only those:
+// a table that does neither had equal counts at the check and has not
+// changed since. So the hold opens only the tables that changed.
+func (mv *mover) check(ctx context.Context, m *shardmap.Map, back bool) error {
+	begin := time.Now()
+	var differ atomic.Int64
+	_, err := mv.eachShard(ctx, m, "check", back, mv.opt.Parallel, func(ctx context.Context, w shardWork) (int64, error) {
+		tables, _, err := mv.tablesOf(ctx, w)
+		if err != nil {
+			return 0, err
+		}
+		src, err := countRows(ctx, w.src, w.name, tables, false)
+		if err != nil {
+			return 0, fmt.Errorf("count: %w", err)
+		}
+		dst, err := countRows(ctx, w.dst, w.name, tables, false)
+		if err != nil {
+			return 0, fmt.Errorf("count on the target: %w", err)
+		}
+		again := map[string]bool{}
+		for i, tb := range tables {
+			if src[i] != dst[i] {
+				again[tb.name] = true
+			}
+		}
+		differ.Add(int64(len(again)))
+		mv.mu.Lock()
+		mv.recount[w.n] = again
+		mv.mu.Unlock()
+		return 0, raiseAutoInc(ctx, w, mv.hosts.ddlLock(w.dst), tables, autoIncMargin)
+	})
+	if err != nil {
+		return err
+	}
+	mv.logf("checked every table's row count on both sides in %v (%d tables with changes still to apply)", round(time.Since(begin)), differ.Load())
+	return nil
+}
+
+// autoIncMargin is how far past the other side's counter the check before
+// the hold raises the AUTO_INCREMENT counters of the side that takes over:
+// ids that inserts take on the other side until the hold (committed ones
+// are copied with their ids, which raises the counter too; rolled-back
+// ones are not) are never handed out again unless more than this many are
+// taken meanwhile.
+const autoIncMargin = 10000
 
 // cutover holds writes to the range where it is writable now (the source,
 // or back: the target), settles, applies the last changes and verifies
@@ -472,7 +540,7 @@ func (mv *mover) cutover(ctx context.Context, m *shardmap.Map, back, resumed boo
 	if err != nil {
 		return err
 	}
-	mv.logf("final pass: %d changes applied, %d keys and every table's row count verified, %d shards, in %v", n, mv.verified.Load(), mv.rep.Shards, round(mv.rep.Final))
+	mv.logf("final pass: %d changes applied, %d keys and the row counts of the tables that changed verified, %d shards, in %v", n, mv.verified.Load(), mv.rep.Shards, round(mv.rep.Final))
 	if err := mv.hook("verified"); err != nil {
 		return err
 	}
@@ -729,6 +797,7 @@ func (mv *mover) rollback(ctx context.Context, mm *mismatch, back bool) error {
 	}
 	st.Step = step
 	st.Note = mm.Error()
+	st.Copied = st.Copied && back // forward, the next run copies again, repairing the target
 	if err := mv.lock.save(ctx); err != nil {
 		return err
 	}

@@ -150,7 +150,9 @@ func TestMoveShardsUnderLoad(t *testing.T) {
 			switch r.IntN(3) {
 			case 0:
 				var o model.Object
-				o, err = s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(boards[r.IntN(len(boards))]), Link: "https://example.com/w"}, 0)
+				// On the writers' own boards: the users they follow keep
+				// their ten seed pins, so a follow copies ten into a feed.
+				o, err = s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(boards[r.IntN(nw)]), Link: "https://example.com/w"}, 0)
 				if err == nil {
 					w.pins = append(w.pins, o.ID)
 				}

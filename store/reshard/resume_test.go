@@ -278,11 +278,12 @@ func TestMoveShardsResumes(t *testing.T) {
 
 	t.Run("verification fails", func(t *testing.T) {
 		// A stray row on the target, as a bug in the copy would leave:
-		// the count check while held finds it, and the move rolls back.
+		// the check before the hold sees the counts differ, the count
+		// while held finds it still there, and the move rolls back.
 		from, to, _, dbTo := e.sides(t)
 		shard0 := e.f.prefix + "00000"
 		hook := func(step string) error {
-			if step != "final applied" {
+			if step != "copied" {
 				return nil
 			}
 			_, err := dbTo.Exec("INSERT IGNORE INTO " + shard0 + ".user_pins (from_id, to_id, sequence) VALUES (1, 2, 3)")
