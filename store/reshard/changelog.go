@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,30 +114,33 @@ func dropLog(ctx context.Context, db *sqlx.DB, ddl *sync.Mutex, name string, tab
 	return nil
 }
 
-// execLocked runs the DDL statement q on db holding l. It waits at most
-// ddlLockWait for the tables' metadata locks, so that clients' statements
-// queued behind it are never held up for longer, and tries again after a
-// pause, for up to a minute.
+// execLocked runs the DDL statement q on db holding l. It never waits for
+// the metadata locks of its tables (lock_wait_timeout 0): a DDL statement
+// waiting in the queue would hold up every client statement behind it,
+// and a client transaction waiting there on a row lock held by another
+// that waits for the DDL would stall both. When the tables are in use it
+// tries again after a short pause, for up to ddlRetryFor.
 func execLocked(ctx context.Context, db *sqlx.DB, l *sync.Mutex, q string) error {
-	for try := 0; ; try++ {
+	until := time.Now().Add(ddlRetryFor)
+	for {
 		l.Lock()
-		_, err := db.ExecContext(ctx, "SET STATEMENT lock_wait_timeout = "+strconv.Itoa(ddlLockWait)+" FOR "+q)
+		_, err := db.ExecContext(ctx, "SET STATEMENT lock_wait_timeout = 0 FOR "+q)
 		l.Unlock()
 		var me *mysql.MySQLError
-		if !errors.As(err, &me) || me.Number != errLockWaitTimeout || try >= 30 {
+		if !errors.As(err, &me) || me.Number != errLockWaitTimeout || time.Now().After(until) {
 			return err
 		}
-		if err := sleep(ctx, time.Second); err != nil {
+		if err := sleep(ctx, time.Duration(5+rand.IntN(20))*time.Millisecond); err != nil {
 			return err
 		}
 	}
 }
 
-// ddlLockWait is how long (seconds) a move's DDL statement waits for the
-// metadata locks of its tables; errLockWaitTimeout is MySQL's error number
-// when it gives up (ER_LOCK_WAIT_TIMEOUT).
+// ddlRetryFor is how long a move's DDL statement keeps trying to find its
+// tables free; errLockWaitTimeout is MySQL's error number when they are not
+// (ER_LOCK_WAIT_TIMEOUT).
 const (
-	ddlLockWait        = 1
+	ddlRetryFor        = 2 * time.Minute
 	errLockWaitTimeout = 1205
 )
 

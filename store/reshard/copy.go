@@ -193,14 +193,28 @@ func (mv *mover) copyShard(ctx context.Context, w shardWork) (int64, error) {
 }
 
 // catchUpShard applies the shard's change log from w.src to w.dst while
-// clients still write w.src (see drainLog). It returns the log entries
-// applied.
+// clients still write w.src (see drainLog). After the check before the
+// hold, the tables it changes are counted again while writes are held. It
+// returns the log entries applied.
 func (mv *mover) catchUpShard(ctx context.Context, w shardWork) (int64, error) {
 	_, byName, err := mv.tablesOf(ctx, w)
 	if err != nil {
 		return 0, err
 	}
-	return drainLog(ctx, w, byName, mv.opt.Batch, false, nil)
+	mv.mu.Lock()
+	again, checked := mv.recount[w.n]
+	mv.mu.Unlock()
+	if !checked {
+		return drainLog(ctx, w, byName, mv.opt.Batch, false, nil)
+	}
+	seen := keySet{}
+	n, err := drainLog(ctx, w, byName, mv.opt.Batch, false, seen)
+	mv.mu.Lock()
+	for table := range seen {
+		again[table] = true
+	}
+	mv.mu.Unlock()
+	return n, err
 }
 
 // finalShard is the pass while writes are held: the change log applied

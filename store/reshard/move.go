@@ -135,7 +135,8 @@ type mover struct {
 
 	mu       sync.Mutex
 	tables   map[int][]tableInfo     // by shard: its tables, the same on both sides
-	recount  map[int]map[string]bool // by shard: tables whose counts differed at the check before the hold
+	recount  map[int]map[string]bool // by shard: tables whose counts differed at the check before the hold, or changed since
+	checked  bool                    // the check ran in this run
 	verified atomic.Int64
 }
 
@@ -428,7 +429,15 @@ func (mv *mover) catchUp(ctx context.Context, m *shardmap.Map, back bool) error 
 			return err
 		}
 		if n <= catchUpSmall {
-			return mv.check(ctx, m, back)
+			if mv.checked {
+				return nil
+			}
+			// The check takes a while: another pass applies what came
+			// meanwhile, so that the hold has only the last moments'.
+			if err := mv.check(ctx, m, back); err != nil {
+				return err
+			}
+			continue
 		}
 		if pass > 1 && n > prev {
 			growing++
@@ -448,7 +457,8 @@ func (mv *mover) catchUp(ctx context.Context, m *shardmap.Map, back bool) error 
 // whose counts differ has changes still to apply; it is counted again while
 // writes are held, with every table that changes meanwhile, and only those:
 // a table that does neither had equal counts at the check and has not
-// changed since. So the hold opens only the tables that changed.
+// changed since (catchUpShard adds the tables it applies changes to after
+// the check). So the hold opens only the tables that changed.
 func (mv *mover) check(ctx context.Context, m *shardmap.Map, back bool) error {
 	begin := time.Now()
 	var differ atomic.Int64
@@ -480,6 +490,7 @@ func (mv *mover) check(ctx context.Context, m *shardmap.Map, back bool) error {
 	if err != nil {
 		return err
 	}
+	mv.checked = true
 	mv.logf("checked every table's row count on both sides in %v (%d tables with changes still to apply)", round(time.Since(begin)), differ.Load())
 	return nil
 }
