@@ -437,6 +437,9 @@ func (mv *mover) catchUp(ctx context.Context, m *shardmap.Map, back bool) error 
 			if err := mv.check(ctx, m, back); err != nil {
 				return err
 			}
+			if err := mv.hook("checked"); err != nil {
+				return err
+			}
 			continue
 		}
 		if pass > 1 && n > prev {
