@@ -53,6 +53,7 @@ import (
 	"github.com/pinstore/pinstore/store/objcache"
 	"github.com/pinstore/pinstore/store/ownercache"
 	"github.com/pinstore/pinstore/store/pointread"
+	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardmap"
 	"github.com/pinstore/pinstore/store/topology"
 )
@@ -85,8 +86,13 @@ type Config struct {
 	WriteBufferMax int64
 	Redis          RedisConfig
 	ObjectCache    ObjectCacheConfig
-	Logger         *slog.Logger
-	Registerer     prometheus.Registerer
+	// ReplicaReads lets every host's replicas serve reads
+	// (PINSTORE_REPLICA_READS), besides hosts whose map entry says so;
+	// Replicas tunes the lag bound and the token wait (package replicas).
+	ReplicaReads bool
+	Replicas     replicas.Config
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer
 }
 
 // RedisConfig names the Redis (or Redis Cluster) holding the owner cache.
@@ -130,6 +136,7 @@ type Store struct {
 	ownerCache *ownercache.Cache
 	owners     *ownercache.Guard // nil when the cache is disabled
 	objects    *objectCache      // off when Redis or the object cache is disabled
+	replicas   *replicas.Tracker // replica lag and the pool each read uses (replicas.go)
 
 	stop context.CancelFunc // stops the background loops
 	done chan struct{}      // closed when they have stopped
@@ -175,6 +182,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		PoolSize: cfg.PoolSize,
 		Reads:    pointread.Config{Lanes: cfg.PointReadLanes, Timeout: cfg.QueryTimeout, Stats: s.readStats},
 		Logger:   cfg.Logger,
+
+		ReplicaReads: cfg.ReplicaReads,
 	})
 	if err != nil {
 		return nil, err
@@ -203,6 +212,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if s.objects.on() {
 		wg.Go(func() { s.cacheLoop(loops) })
 	}
+	s.startReplicas(loops, &wg)
 	go func() {
 		wg.Wait()
 		close(s.done)
