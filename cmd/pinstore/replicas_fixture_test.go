@@ -35,6 +35,17 @@ type replHost struct {
 // added to the environment.
 func startReplFleet(t *testing.T, extra map[string]string, replicasPerHost ...int) *replFleet {
 	t.Helper()
+	return startReplFleetSync(t, true, extra, replicasPerHost...)
+}
+
+// startReplFleetSync is startReplFleet with semi-synchronous replication
+// on or off (servers configured, and replica add --semi-sync).
+func startReplFleetSync(t *testing.T, semiSync bool, extra map[string]string, replicasPerHost ...int) *replFleet {
+	t.Helper()
+	masterArgs, replicaArgs := testenv.SemiSyncMasterArgs, testenv.SemiSyncReplicaArgs
+	if !semiSync {
+		masterArgs, replicaArgs = nil, nil
+	}
 	f := &replFleet{prefix: testenv.UniquePrefix(t, "rp")}
 	id := 0
 	var wg sync.WaitGroup
@@ -45,11 +56,11 @@ func startReplFleet(t *testing.T, extra map[string]string, replicasPerHost ...in
 			id := id
 			wg.Go(func() {
 				if i == 0 {
-					h.master = testenv.ReplicationHost(t, fmt.Sprintf("repl-%s0", h.name), id, testenv.SemiSyncMasterArgs...)
+					h.master = testenv.ReplicationHost(t, fmt.Sprintf("repl-%s0", h.name), id, masterArgs...)
 					return
 				}
 				h.replicas[i-1] = testenv.ReplicationHost(t, fmt.Sprintf("repl-%s%d", h.name, i), id,
-					append(append([]string(nil), testenv.SemiSyncReplicaArgs...), "--read-only=ON")...)
+					append(append([]string(nil), replicaArgs...), "--read-only=ON")...)
 			})
 		}
 		wg.Wait()
@@ -87,7 +98,7 @@ func startReplFleet(t *testing.T, extra map[string]string, replicasPerHost ...in
 	}
 	for _, h := range f.hosts {
 		for _, r := range h.replicas {
-			if out, err := runCmd(t, f.env, "replica", "add", "--host", h.name, "--dsn", r.AppDSN()); err != nil {
+			if out, err := runCmd(t, f.env, "replica", "add", "--host", h.name, "--dsn", r.AppDSN(), fmt.Sprintf("--semi-sync=%v", semiSync)); err != nil {
 				t.Fatalf("replica add %s: %v\n%s", r.Addr(), err, out)
 			}
 		}
