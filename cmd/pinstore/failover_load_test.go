@@ -95,8 +95,9 @@ func TestFailoverUnderLoad(t *testing.T) {
 			dead = c
 		}
 	}
-	l.kill(time.Now())
-	dead.Kill(t)
+	killAt := time.Now()
+	dead.Kill(t) // returns once the process is gone
+	l.kill(killAt, time.Now())
 	waitFor(t, 90*time.Second, "a write to succeed after the kill", func() bool { return l.recovered() > 0 })
 	time.Sleep(3 * time.Second) // load after the failover
 	stop()
@@ -152,7 +153,7 @@ type loadLog struct {
 	pins, comments, likes []string
 	unknown               int
 	fails                 map[string]int // failed attempts by status
-	killed                time.Time
+	killed, gone          time.Time
 	firstOK, lastFail     time.Time
 }
 
@@ -162,7 +163,13 @@ func (l *loadLog) record(list *[]string, v string) {
 	l.mu.Unlock()
 }
 
-func (l *loadLog) kill(at time.Time) { l.mu.Lock(); l.killed = at; l.mu.Unlock() }
+// kill records the SIGKILL (at) and when the process was gone: a write
+// answered before gone may have been acknowledged by the old master.
+func (l *loadLog) kill(at, gone time.Time) {
+	l.mu.Lock()
+	l.killed, l.gone = at, gone
+	l.mu.Unlock()
+}
 
 // recovered is how long after the kill the first write succeeded (0: none yet).
 func (l *loadLog) recovered() time.Duration {
@@ -202,6 +209,7 @@ func (l *loadLog) write(ctx context.Context, base, method, path, key string, bod
 		if key != "" {
 			req.Header.Set("Idempotency-Key", key)
 		}
+		sent := time.Now()
 		resp, err := l.client.Do(req)
 		now := time.Now()
 		if err == nil {
@@ -209,7 +217,7 @@ func (l *loadLog) write(ctx context.Context, base, method, path, key string, bod
 			resp.Body.Close()
 			if resp.StatusCode < 300 {
 				l.mu.Lock()
-				if !l.killed.IsZero() && now.After(l.killed) && l.firstOK.IsZero() {
+				if !l.gone.IsZero() && sent.After(l.gone) && l.firstOK.IsZero() { // sent once the old master was gone
 					l.firstOK = now
 				}
 				l.mu.Unlock()
