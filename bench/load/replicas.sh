@@ -1,25 +1,30 @@
 #!/bin/sh
-# The LinkBench mix against one MariaDB master with two replicas, with
-# replica reads off (everything on the master) and on, alternating:
+# The LinkBench mix (or another scenario) against one MariaDB master with
+# two replicas, with replica reads off (everything on the master) and on,
+# alternating:
 #
-#   bench/load/replicas.sh OUT.md [ROUNDS] [DURATION] [CACHE]
+#   bench/load/replicas.sh OUT.md [ROUNDS] [DURATION] [CACHE] [SCENARIO]
 #
 # It starts three private mariadbd processes (ports 23401-23403, data in
 # /tmp/bench-replicas, semi-synchronous, binary logs), migrates 64 shards
 # on the master, adds the replicas with `pinstore replica add`, seeds
 # through the API, then runs `bench/load -mode api -scenarios linkbench`
 # ROUNDS times (default 2) per mode for DURATION each (default 15s), with
-# the object cache CACHE (on or off, default on). Around each run it reads
+# the object cache CACHE (on or off, default on); SCENARIO (default
+# linkbench) names another bench/load scenario, such as create-pin (a
+# write, which with replica reads on also reads its consistency token).
+# Around each run it reads
 # SHOW GLOBAL STATUS on the three servers (Com_select, Com_insert,
 # Com_update, Com_delete, Questions) and /proc CPU of each mariadbd, and
 # writes throughput, the master's share of statements and CPU per
 # operation into OUT.md. Everything is removed afterwards.
 set -eu
 cd "$(dirname "$0")/../.."
-out=${1:?usage: bench/load/replicas.sh OUT.md [ROUNDS] [DURATION] [CACHE]}
+out=${1:?usage: bench/load/replicas.sh OUT.md [ROUNDS] [DURATION] [CACHE] [SCENARIO]}
 rounds=${2:-2}
 duration=${3:-15s}
 cache=${4:-on}
+scenario=${5:-linkbench}
 dir=/tmp/bench-replicas
 ports="23401 23402 23403"
 pids=""
@@ -113,10 +118,10 @@ while [ $r -lt "$rounds" ]; do
   for reads in off on; do
     serve $reads
     snap "$dir/before"
-    "$dir/load" $load -mode api -scenarios linkbench -duration "$duration" -rounds 1 -markdown "$dir/run.md" >/dev/null 2>&1
+    "$dir/load" $load -mode api -scenarios "$scenario" -duration "$duration" -rounds 1 -markdown "$dir/run.md" >/dev/null 2>&1
     snap "$dir/after"
     unserve
-    ops=$(grep '^| linkbench' "$dir/run.md" | head -1 | awk -F'|' '{print $3}' | tr -d ' ')
+    ops=$(grep "^| $scenario " "$dir/run.md" | head -1 | awk -F'|' '{print $3}' | tr -d ' ')
     awk -v ops="$ops" -v round=$r -v reads=$reads -v dur="$duration" '
       FNR == NR { b[$1 " " $2] = $3; next }
       { d[$1 " " $2] = $3 - b[$1 " " $2] }
