@@ -10,6 +10,7 @@
 //	topology    the map in force: shard → host pool and database dbNNNNN
 //	shardsql    the statements of one shard database
 //	pointread   reads by id coalesced per host
+//	replicas    replica lag, the pool a read uses, consistency tokens
 //	fanout      the feed fan-out workers and the outbox sweep
 //	ownercache  the Redis pin → owner hashes
 //	reshard     moving shard ranges between hosts (never imports store)

@@ -9,8 +9,10 @@
 // ReloadFile, Watch), so a call that loaded a Topology finishes on it
 // while later calls route by the new one. Pools are shared across
 // versions: a host that stays keeps its connections, and there is one
-// pool per host (per master DSN), never per database. A host that is down
-// fails only the statements sent to it, and reconnects when it is back.
+// pool per host (per master DSN), never per database; a host's replicas
+// have pools of their own, which only reads use (package replicas picks).
+// A host that is down fails only the statements sent to it, and
+// reconnects when it is back.
 package topology
 
 import (
