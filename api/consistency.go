@@ -45,6 +45,12 @@ func (s *Server) consistency(next http.Handler) http.Handler {
 			writeError(w, r, s.logger, model.Wrap("api.consistency", model.EInvalid, ConsistencyHeader+": "+err.Error(), err))
 			return
 		}
+		if !write && len(r.Header[ConsistencyHeader]) == 0 {
+			// A read that sent no token commits nothing: its response
+			// carries none.
+			next.ServeHTTP(w, r.WithContext(ctx))
+			return
+		}
 		sw := recorder(w)
 		sw.beforeStatus = func(status int) {
 			if status >= 200 && status < 300 {

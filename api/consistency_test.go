@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/pinstore/pinstore/store/replicas"
 )
 
 // fakeTokens records what the middleware asked and answers a fixed token.
@@ -60,6 +62,25 @@ func TestConsistencyMiddleware(t *testing.T) {
 			}
 			if tt.wantStatus < 300 && tt.path != "/healthz" && f.write != tt.wantWrite {
 				t.Fatalf("Begin got write=%v, want %v", f.write, tt.wantWrite)
+			}
+		})
+	}
+}
+
+// BenchmarkConsistencyMiddleware is what the middleware adds, with the
+// tokens of package replicas, to a read that sends no token (the common
+// request) and to a write.
+func BenchmarkConsistencyMiddleware(b *testing.B) {
+	for _, tt := range []struct{ name, method string }{{"read", http.MethodGet}, {"write", http.MethodPost}} {
+		b.Run(tt.name, func(b *testing.B) {
+			s := &Server{tokens: replicas.Tokens{}, logger: slog.New(slog.DiscardHandler)}
+			h := s.consistency(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+			req := httptest.NewRequest(tt.method, "/v1/pins/1", nil)
+			w := &statusWriter{ResponseWriter: httptest.NewRecorder()}
+			b.ReportAllocs()
+			for b.Loop() {
+				w.status = 0
+				h.ServeHTTP(w, req)
 			}
 		})
 	}

@@ -109,8 +109,15 @@ type request struct {
 // request (a permission check, a read-modify-write) and of work outside
 // a request goes to masters.
 func WithRequest(ctx context.Context, sent Token, write bool) context.Context {
+	if !write && len(sent) == 0 {
+		return context.WithValue(ctx, requestKey, plainRead) // the common read: no allocation of its own
+	}
 	return context.WithValue(ctx, requestKey, &request{sent: sent, reads: !write})
 }
+
+// plainRead is every read request that sent no token: it notes no commit
+// (a read makes none) and answers no token.
+var plainRead = &request{reads: true}
 
 // readsReplicas reports whether ctx's reads may go to replicas.
 func readsReplicas(ctx context.Context) bool {
@@ -123,7 +130,7 @@ func readsReplicas(ctx context.Context) bool {
 // ("" when both are empty).
 func ResponseToken(ctx context.Context) string {
 	r, _ := ctx.Value(requestKey).(*request)
-	if r == nil {
+	if r == nil || r == plainRead {
 		return ""
 	}
 	r.mu.Lock()
@@ -137,7 +144,7 @@ func ResponseToken(ctx context.Context) string {
 // note records that the request of ctx committed on host's master at pos.
 func note(ctx context.Context, host string, pos Pos) {
 	r, _ := ctx.Value(requestKey).(*request)
-	if r == nil || len(pos) == 0 {
+	if r == nil || r == plainRead || len(pos) == 0 {
 		return
 	}
 	r.mu.Lock()
