@@ -86,13 +86,9 @@ func AddReplica(ctx context.Context, opt ReplicaOptions) (ReplicaReport, error) 
 	if out == nil {
 		out = io.Discard
 	}
-	m, rev, err := opt.Home.ReadMap(ctx, opt.Shards, opt.DBPrefix)
+	m, rev, spec, err := readHost(ctx, opt.Home, opt.Shards, opt.DBPrefix, opt.Host)
 	if err != nil {
 		return rep, err
-	}
-	spec, ok := m.Hosts[opt.Host]
-	if !ok {
-		return rep, model.Errorf(model.EInvalid, "the shard map (%s) has no host %q", opt.Home, opt.Host)
 	}
 	if _, err := mysql.ParseDSN(opt.DSN); err != nil {
 		return rep, model.Errorf(model.EInvalid, "the replica's DSN does not parse")
@@ -203,6 +199,20 @@ func AddReplica(ctx context.Context, opt ReplicaOptions) (ReplicaReport, error) 
 	}
 	rep.Took = time.Since(start)
 	return rep, nil
+}
+
+// readHost reads the map from home and returns it with its revision and
+// host's entry; a host the map does not name is EInvalid.
+func readHost(ctx context.Context, home Home, shards int, prefix, host string) (*shardmap.Map, string, shardmap.HostSpec, error) {
+	m, rev, err := home.ReadMap(ctx, shards, prefix)
+	if err != nil {
+		return nil, "", shardmap.HostSpec{}, err
+	}
+	spec, ok := m.Hosts[host]
+	if !ok {
+		return nil, "", spec, model.Errorf(model.EInvalid, "the shard map (%s) has no host %q", home, host)
+	}
+	return m, rev, spec, nil
 }
 
 // maps copies a host table.

@@ -118,13 +118,9 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 		}
 		defer unlock()
 	}
-	m, rev, err := opt.Home.ReadMap(ctx, opt.Shards, opt.DBPrefix)
+	m, rev, spec, err := readHost(ctx, opt.Home, opt.Shards, opt.DBPrefix, opt.Host)
 	if err != nil {
 		return rep, err
-	}
-	spec, ok := m.Hosts[opt.Host]
-	if !ok {
-		return rep, model.Errorf(model.EInvalid, "the shard map (%s) has no host %q", opt.Home, opt.Host)
 	}
 	if len(spec.ReplicaDSNs()) == 0 {
 		return rep, model.Errorf(model.EInvalid, "host %q has no replica to promote", opt.Host)
