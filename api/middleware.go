@@ -84,11 +84,17 @@ type statusWriter struct {
 	bytes  int64
 
 	principal string // who the request acted as (authz.go), for the access log
+
+	// beforeStatus, when set, runs once just before the status is written,
+	// with it: the consistency token goes into the headers there
+	// (consistency.go).
+	beforeStatus func(status int)
 }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
+		w.before(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -96,10 +102,18 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+		w.before(http.StatusOK)
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.bytes += int64(n)
 	return n, err
+}
+
+func (w *statusWriter) before(status int) {
+	if f := w.beforeStatus; f != nil {
+		w.beforeStatus = nil
+		f(status)
+	}
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

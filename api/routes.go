@@ -94,6 +94,7 @@ func (s *Server) newRouter(auth func(http.Handler) http.Handler, table []route) 
 		s.metrics.measure,                // latency and count per route pattern
 		accessLog(s.logger, s.accessLog), // one JSON line per request
 		recoverPanics(s.logger),          // a panic becomes a logged 500 problem
+		s.consistency,                    // the request's consistency token in, the response's out
 	)
 	r.NotFound(s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return errorf(model.ENotFound, "no route for %s", r.URL.Path)
