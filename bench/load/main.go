@@ -15,10 +15,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 type config struct {
@@ -40,6 +43,7 @@ type config struct {
 	boardPins   int
 	client      string
 	rounds      int
+	pids        cpuPIDs // the processes whose CPU is counted (cpu.go)
 }
 
 var allScenarios = []string{"get-pin", "get-pin-bare", "create-pin", "board-page-d0", "board-page-d10k-cursor", "board-page-d10k-offset", "feed-200", "owners-1000", "linkbench",
@@ -88,6 +92,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "load: -mode must be api, baseline or both")
 		os.Exit(2)
 	}
+	c.pids = findCPUPIDs(map[string]string{"pinstore": hostPort(c.addr), "mariadbd": dsnAddr(c.dsn), "redis-server": c.redisAddr})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, c); err != nil {
@@ -161,4 +166,22 @@ func run(ctx context.Context, c config) error {
 		return os.WriteFile(c.markdown, []byte(md), 0o644)
 	}
 	return nil
+}
+
+// hostPort is the host:port of a base URL.
+func hostPort(base string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}
+
+// dsnAddr is the host:port of a TCP MySQL DSN ("" for another network).
+func dsnAddr(dsn string) string {
+	mc, err := mysql.ParseDSN(dsn)
+	if err != nil || mc.Net != "tcp" {
+		return ""
+	}
+	return mc.Addr
 }

@@ -133,7 +133,7 @@ func measure(ctx context.Context, c config, op opFunc) runResult {
 	cpuStart := make(chan cpuTimes, 1)
 	go func() {
 		time.Sleep(time.Until(measureFrom))
-		cpuStart <- readCPU()
+		cpuStart <- readCPU(c.pids)
 	}()
 	for i := 0; i < c.conns; i++ {
 		wg.Add(1)
@@ -175,7 +175,7 @@ func measure(ctx context.Context, c config, op opFunc) runResult {
 		}(i)
 	}
 	wg.Wait()
-	res.cpu = readCPU().sub(<-cpuStart)
+	res.cpu = readCPU(c.pids).sub(<-cpuStart)
 	res.elapsed = c.duration
 	if end := time.Since(measureFrom); end < c.duration {
 		res.elapsed = end
@@ -257,7 +257,15 @@ func renderMarkdown(c config, results []scenarioResult) string {
 		b.WriteString("\nObject cache hit ratio on the server during the api side (hits ÷ lookups, from /metrics, warm-ups included):\n\n| scenario | hits |\n| --- | ---: |\n")
 		b.WriteString(hits.String())
 	}
-	b.WriteString("\nCPU time per completed operation, µs, by process (load = the load generator: HTTP client, or the driver in the baseline), and baseline ÷ api of the total:\n\n")
+	var counted []string
+	for _, p := range cpuProcs[1:] {
+		if _, ok := c.pids[p]; ok {
+			counted = append(counted, p+": the listener")
+		} else {
+			counted = append(counted, p+": every process so named")
+		}
+	}
+	fmt.Fprintf(&b, "\nCPU time per completed operation, µs, by process (load = the load generator: HTTP client, or the driver in the baseline; %s), and baseline ÷ api of the total:\n\n", strings.Join(counted, ", "))
 	b.WriteString("| scenario | api: " + strings.Join(cpuProcs, " / ") + " = total | baseline: " + strings.Join(cpuProcs, " / ") + " = total | baseline ÷ api |\n| --- | ---: | ---: | ---: |\n")
 	for _, r := range results {
 		a, at := cpuCell(r.api)
