@@ -25,6 +25,7 @@ dur=${2:-10s}
 run=bench/load/run.sh
 dir=/tmp/bench
 lean=get-pin,get-pin-bare,board-page-d0,feed-200,linkbench,create-pin
+export PINSTORE_BENCH_TOKEN=bench-load-service-token-0123456789abcdef # run.sh's token
 flush() { redis-cli --scan --pattern 'bench:c:*' | xargs -r redis-cli del >/dev/null; }
 step() { # title, then bench/load flags
   title=$1

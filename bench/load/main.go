@@ -26,6 +26,7 @@ import (
 
 type config struct {
 	addr        string
+	token       string
 	dsn         string
 	prefix      string
 	shards      int
@@ -53,6 +54,7 @@ func main() {
 	var c config
 	var scen string
 	flag.StringVar(&c.addr, "addr", "http://127.0.0.1:8080", "base URL (or host:port) of a running pinstore")
+	flag.StringVar(&c.token, "token", os.Getenv("PINSTORE_BENCH_TOKEN"), "bearer token sent with every API request: a service token with scopes read, write and admin (/metrics); default $PINSTORE_BENCH_TOKEN, none when empty")
 	flag.StringVar(&c.dsn, "dsn", "root@tcp(127.0.0.1:3306)/", "MySQL DSN for the baseline (same host the server uses)")
 	flag.StringVar(&c.prefix, "prefix", "db", "shard database prefix (the server's PINSTORE_DB_PREFIX)")
 	flag.IntVar(&c.shards, "shards", 4096, "shard count (the server's PINSTORE_SHARDS)")
@@ -102,9 +104,9 @@ func main() {
 }
 
 func run(ctx context.Context, c config) error {
-	api := newAPIClient(c.addr, c.conns)
+	api := newAPIClient(c.addr, c.token, c.conns)
 	if c.client == "lean" {
-		lean, err := newLeanClient(c.addr, c.conns)
+		lean, err := newLeanClient(c.addr, api.auth, c.conns)
 		if err != nil {
 			return err
 		}
