@@ -16,7 +16,7 @@ import (
 // a fraction of one, which is most of what a cache hit costs.
 
 const (
-	defaultLanes = 2
+	defaultLanes = 1
 	maxBatchKeys = 500
 )
 
