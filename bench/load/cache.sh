@@ -31,7 +31,7 @@ step() { # title, then bench/load flags
   title=$1
   shift
   printf '\n### %s\n' "$title" >>"$out"
-  "$dir/load" -addr 127.0.0.1:18081 -prefix bench_ -shards 64 -redis-prefix bench:o: \
+  "$dir/load" -addr 127.0.0.1:18081 -prefix bench_ -shards 64 -redis-prefix bench:o: -cache-prefix bench:c: \
     -state "$dir/state.json" -conns 32 -markdown "$dir/step.md" "$@" >/dev/null 2>"$dir/step.err" ||
     { cat "$dir/step.err" >&2; exit 1; }
   cat "$dir/step.md" >>"$out"

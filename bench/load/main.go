@@ -32,6 +32,7 @@ type config struct {
 	shards      int
 	redisAddr   string
 	redisPrefix string
+	cachePrefix string
 	conns       int
 	pool        int
 	duration    time.Duration
@@ -60,6 +61,7 @@ func main() {
 	flag.IntVar(&c.shards, "shards", 4096, "shard count (the server's PINSTORE_SHARDS)")
 	flag.StringVar(&c.redisAddr, "redis", "127.0.0.1:6379", "Redis address for the owner-cache baseline")
 	flag.StringVar(&c.redisPrefix, "redis-prefix", "pinstore:o:", "owner cache key prefix (the server's PINSTORE_REDIS_PREFIX)")
+	flag.StringVar(&c.cachePrefix, "cache-prefix", "pinstore:c:", "object cache key prefix (the server's PINSTORE_OBJECT_CACHE_PREFIX), for the Redis limit of the reads by id")
 	flag.IntVar(&c.conns, "conns", 32, "concurrent connections (workers)")
 	flag.IntVar(&c.pool, "pool", 64, "baseline MySQL pool size (the server's PINSTORE_POOL_SIZE, default 64)")
 	flag.DurationVar(&c.duration, "duration", 10*time.Second, "measured time per scenario and mode")
@@ -155,6 +157,12 @@ func run(ctx context.Context, c config) error {
 				res := measure(ctx, rc, sc.base)
 				fmt.Fprintln(os.Stderr, "  ", res.summary())
 				r.base.merge(res)
+			}
+			if c.mode != "api" && sc.limit != nil {
+				fmt.Fprintf(os.Stderr, "running %s (redis limit) for %s at %d conns, round %d/%d…\n", name, rc.duration, c.conns, round+1, c.rounds)
+				res := measure(ctx, rc, sc.limit)
+				fmt.Fprintln(os.Stderr, "  ", res.summary())
+				r.limit.merge(res)
 			}
 		}
 		results = append(results, r)

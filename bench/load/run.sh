@@ -20,7 +20,7 @@ export PINSTORE_SHARDS=64 PINSTORE_DB_PREFIX=bench_ PINSTORE_REDIS_PREFIX=bench:
   PINSTORE_CURSOR_SECRET=benchsecret PINSTORE_RATE_LIMIT=1000000 \
   PINSTORE_TOKENS_FILE=$dir/tokens.yaml PINSTORE_BENCH_TOKEN=bench-load-service-token-0123456789abcdef \
   PINSTORE_DEBUG_ADDR=127.0.0.1:6060
-load="-addr 127.0.0.1:18081 -prefix bench_ -shards 64 -redis-prefix bench:o: -state $dir/state.json -conns 32"
+load="-addr 127.0.0.1:18081 -prefix bench_ -shards 64 -redis-prefix bench:o: -cache-prefix bench:c: -state $dir/state.json -conns 32"
 
 start() {
   bin=${1:-}
