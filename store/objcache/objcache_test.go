@@ -27,6 +27,86 @@ func TestMain(m *testing.M) {
 
 var ctx = context.Background()
 
+// newCacheFunc returns a Cache under a prefix of the test's own, and the
+// client it uses.
+type newCacheFunc func(t *testing.T, opts Options) (*Cache, redis.UniversalClient)
+
+// protocol is what the cache promises, run on one Redis (TestProtocol) and
+// on a Redis Cluster (TestProtocolOnACluster).
+var protocol = []struct {
+	name string
+	test func(*testing.T, newCacheFunc)
+}{
+	{"LeaseAndFill", testLeaseAndFill},
+	{"InvalidationRefusesAStaleFill", testInvalidationRefusesAStaleFill},
+	{"TTLAndMany", testTTLAndMany},
+	{"CoalescedReadsAnswerEachCaller", testCoalescedReadsAnswerEachCaller},
+}
+
+func TestProtocol(t *testing.T) {
+	for _, p := range protocol {
+		t.Run(p.name, func(t *testing.T) { p.test(t, newCache) })
+	}
+}
+
+// The same protocol on a Redis Cluster of three masters: a batch's keys
+// fall on many slots and every node, so reads, leases, fills and
+// invalidations each go as one pipeline that the client splits per node.
+func TestProtocolOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	addrs := testenv.RedisCluster(t)
+	var roundTrips atomic.Int64 // to any node
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	client.OnNewNode(func(node *redis.Client) { node.AddHook(countHook{&roundTrips}) })
+	t.Cleanup(func() { client.Close() })
+	newClusterCache := func(t *testing.T, opts Options) (*Cache, redis.UniversalClient) {
+		opts.Prefix = testenv.UniquePrefix(t, "oc") + ":c:"
+		if opts.Timeout == 0 {
+			opts.Timeout = 2 * time.Second
+		}
+		if opts.Registerer == nil {
+			opts.Registerer = prometheus.NewRegistry()
+		}
+		return New(client, opts), client
+	}
+	for _, p := range protocol {
+		t.Run(p.name, func(t *testing.T) { p.test(t, newClusterCache) })
+	}
+
+	// Per-node batching: 300 ids spread over every node are read with one
+	// round trip per node, and their entries really are on every node.
+	c, _ := newClusterCache(t, Options{})
+	var objs []model.Object
+	var ids []uint64
+	for i := range 300 {
+		o := pin(uint64(5000+i), 1, 0)
+		objs, ids = append(objs, o), append(ids, o.ID)
+	}
+	_, leases, err := c.Get(ctx, ids)
+	if err != nil || len(leases) != len(ids) {
+		t.Fatalf("leases %d of %d: %v", len(leases), len(ids), err)
+	}
+	c.Fill(ctx, objs, leases)
+	roundTrips.Store(0)
+	hits, _, err := c.Get(ctx, ids)
+	if err != nil || len(hits) != len(ids) {
+		t.Fatalf("%d hits of %d: %v", len(hits), len(ids), err)
+	}
+	if n := roundTrips.Load(); n != int64(len(addrs)) {
+		t.Errorf("reading %d entries took %d round trips, want one per node (%d)", len(ids), n, len(addrs))
+	}
+	for _, addr := range addrs {
+		nc := redis.NewClient(&redis.Options{Addr: addr})
+		n, err := nc.DBSize(ctx).Result()
+		nc.Close()
+		if err != nil || n == 0 {
+			t.Errorf("node %s holds %d keys (%v): the entries are not spread", addr, n, err)
+		}
+	}
+}
+
 func newCache(t *testing.T, opts Options) (*Cache, redis.UniversalClient) {
 	t.Helper()
 	addr := testenv.RedisAddr(t)
@@ -69,7 +149,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 
 // A miss takes a lease; the filler's copy becomes a hit; a second reader
 // meanwhile gets neither a hit nor a lease.
-func TestLeaseAndFill(t *testing.T) {
+func testLeaseAndFill(t *testing.T, newCache newCacheFunc) {
 	c, _ := newCache(t, Options{})
 	o := pin(1, 1, 0)
 	hits, leases, err := c.Get(ctx, []uint64{o.ID})
@@ -90,7 +170,7 @@ func TestLeaseAndFill(t *testing.T) {
 // The heart of it: a reader that missed, then read an old copy, cannot
 // fill once a write has invalidated the entry, so no reader after the
 // write sees the old copy.
-func TestInvalidationRefusesAStaleFill(t *testing.T) {
+func testInvalidationRefusesAStaleFill(t *testing.T, newCache newCacheFunc) {
 	reg := prometheus.NewRegistry()
 	c, _ := newCache(t, Options{Registerer: reg})
 	old := pin(2, 1, 0)
@@ -125,7 +205,7 @@ func TestInvalidationRefusesAStaleFill(t *testing.T) {
 }
 
 // Entries live TTL; many keys go in one round trip per call.
-func TestTTLAndMany(t *testing.T) {
+func testTTLAndMany(t *testing.T, newCache newCacheFunc) {
 	c, client := newCache(t, Options{TTL: 300 * time.Millisecond})
 	var objs []model.Object
 	var ids []uint64
@@ -166,7 +246,7 @@ func TestRedisAway(t *testing.T) {
 
 // Concurrent reads are coalesced into shared commands, and each caller
 // still gets exactly its own entries.
-func TestCoalescedReadsAnswerEachCaller(t *testing.T) {
+func testCoalescedReadsAnswerEachCaller(t *testing.T, newCache newCacheFunc) {
 	c, client := newCache(t, Options{})
 	var objs []model.Object
 	var ids []uint64
@@ -179,7 +259,7 @@ func TestCoalescedReadsAnswerEachCaller(t *testing.T) {
 		t.Fatalf("leases %d %v", len(leases), err)
 	}
 	c.Fill(ctx, objs, leases)
-	var sent atomic.Int64 // commands this client sent
+	var sent atomic.Int64 // round trips this client made
 	client.AddHook(countHook{&sent})
 	var wg sync.WaitGroup
 	for g := range 64 {
@@ -203,13 +283,14 @@ func TestCoalescedReadsAnswerEachCaller(t *testing.T) {
 	}
 	wg.Wait()
 	cmds := sent.Load()
-	t.Logf("64×20 reads in %d Redis commands", cmds)
+	t.Logf("64×20 reads in %d Redis round trips", cmds)
 	if cmds >= 64*20 {
-		t.Fatalf("%d commands for %d reads: not coalesced", cmds, 64*20)
+		t.Fatalf("%d round trips for %d reads: not coalesced", cmds, 64*20)
 	}
 }
 
-// countHook counts the commands a client sends.
+// countHook counts the round trips a client (or a cluster's node) makes:
+// one per command, one per pipeline.
 type countHook struct{ n *atomic.Int64 }
 
 func (h countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -217,5 +298,5 @@ func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
 }
 func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(int64(len(cmds))); return next(ctx, cmds) }
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
 }
