@@ -3,6 +3,7 @@ package objcache
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"sync"
@@ -29,7 +30,7 @@ var ctx = context.Background()
 
 // newCacheFunc returns a Cache under a prefix of the test's own, and the
 // client it uses.
-type newCacheFunc func(t *testing.T, opts Options) (*Cache, redis.UniversalClient)
+type newCacheFunc func(t testing.TB, opts Options) (*Cache, redis.UniversalClient)
 
 // protocol is what the cache promises, run on one Redis (TestProtocol) and
 // on a Redis Cluster (TestProtocolOnACluster).
@@ -61,7 +62,7 @@ func TestProtocolOnACluster(t *testing.T) {
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
 	client.OnNewNode(func(node *redis.Client) { node.AddHook(countHook{&roundTrips}) })
 	t.Cleanup(func() { client.Close() })
-	newClusterCache := func(t *testing.T, opts Options) (*Cache, redis.UniversalClient) {
+	newClusterCache := func(t testing.TB, opts Options) (*Cache, redis.UniversalClient) {
 		opts.Prefix = testenv.UniquePrefix(t, "oc") + ":c:"
 		if opts.Timeout == 0 {
 			opts.Timeout = 2 * time.Second
@@ -107,7 +108,7 @@ func TestProtocolOnACluster(t *testing.T) {
 	}
 }
 
-func newCache(t *testing.T, opts Options) (*Cache, redis.UniversalClient) {
+func newCache(t testing.TB, opts Options) (*Cache, redis.UniversalClient) {
 	t.Helper()
 	addr := testenv.RedisAddr(t)
 	prefix := testenv.UniquePrefix(t, "oc")
@@ -299,4 +300,53 @@ func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
+}
+
+// A Redis that accepts connections and never answers (paused, or a
+// partition that drops replies): every read, the one a lane sends and the
+// ones queued behind it, fails within a few timeouts, and the caller reads
+// MySQL instead.
+func TestGetIsBoundedByTheTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, conn) // read nothing, answer nothing
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, conn := range held {
+			conn.Close()
+		}
+	}()
+	client := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), ContextTimeoutEnabled: true, MaxRetries: -1, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
+	defer client.Close()
+	const timeout = 100 * time.Millisecond
+	c := New(client, Options{Timeout: timeout, Registerer: prometheus.NewRegistry()})
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			if _, _, err := c.Get(ctx, []uint64{uint64(i + 1)}); err == nil {
+				t.Errorf("Get from a Redis that never answers: no error")
+			}
+		})
+	}
+	wg.Wait()
+	if took := time.Since(start); took > 20*timeout {
+		t.Fatalf("16 reads from a Redis that never answers took %v; the timeout is %v", took, timeout)
+	}
 }
