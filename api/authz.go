@@ -120,6 +120,11 @@ func (s *Server) guard(who permission, params []secretParam, h http.Handler) htt
 			writeError(w, r, s.logger, err)
 			return
 		}
+		if sw, ok := w.(*statusWriter); ok { // the request's record (observe): no context copy
+			sw.acting, sw.guarded = p, true
+			h.ServeHTTP(w, r)
+			return
+		}
 		ctx := context.WithValue(r.Context(), scopeKey, keyScope(p))
 		if p.IsUser() {
 			ctx = context.WithValue(ctx, actorKey, p.UserID)
@@ -138,6 +143,12 @@ var errNotYours = forbidden("this token may only act as its own user")
 // actor is the user a request acts as: a user token's user, put in the
 // context by guard; 0 for a service token, and with auth off.
 func actor(ctx context.Context) uint64 {
+	if sw, ok := ctx.Value(requestIDKey).(*statusWriter); ok && sw.guarded {
+		if sw.acting.IsUser() {
+			return sw.acting.UserID
+		}
+		return 0
+	}
 	id, _ := ctx.Value(actorKey).(uint64)
 	return id
 }

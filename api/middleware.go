@@ -17,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pinstore/pinstore/auth"
 	"github.com/pinstore/pinstore/model"
 )
 
@@ -25,8 +26,8 @@ type ctxKey int
 
 const (
 	requestIDKey ctxKey = iota // the request's *statusWriter (observe): its id, status, principal
-	actorKey                   // the user a user token acts as (guard, authz.go)
-	scopeKey                   // who the request's idempotency keys belong to (guard, authz.go)
+	actorKey                   // the user a user token acts as (guard, authz.go, when not under observe)
+	scopeKey                   // who the request's idempotency keys belong to (likewise)
 	seenKey                    // the path objects the guard read (seenObjects, visibility.go)
 )
 
@@ -86,6 +87,11 @@ type statusWriter struct {
 	idHeader  [1]string     // the X-Request-Id header's value, without a slice of its own
 	principal string        // who the request acted as (authz.go), for the access log
 	route     *routeMetrics // the route that matched (routed); nil when none did
+
+	// What guard (authz.go) let through: the principal the request acts
+	// as, for actor and scopeOf, without a context of its own.
+	acting  auth.Principal
+	guarded bool
 }
 
 func (w *statusWriter) WriteHeader(code int) {
