@@ -101,7 +101,7 @@ func (s *Server) protect(auth func(http.Handler) http.Handler, rt route, h http.
 // and the error of who.check when who refuses, in that order.
 func (s *Server) guard(who permission, params []secretParam, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := auth.FromContext(r.Context())
+		p, ok := principalOf(w, r)
 		if !ok { // Auth did not authenticate: refuse rather than guess
 			w.Header().Set("WWW-Authenticate", `Bearer realm="pinstore"`)
 			writeError(w, r, s.logger, errorf(model.EUnauthorized, "a bearer token is required"))
@@ -131,6 +131,15 @@ func (s *Server) guard(who permission, params []secretParam, h http.Handler) htt
 		}
 		h.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// principalOf is the principal Config.Auth authenticated: recorded in the
+// request's record (auth.PrincipalRecorder) or in the context.
+func principalOf(w http.ResponseWriter, r *http.Request) (auth.Principal, bool) {
+	if sw, ok := w.(*statusWriter); ok && sw.authn != nil {
+		return *sw.authn, true
+	}
+	return auth.FromContext(r.Context())
 }
 
 // forbidden is the refusal of a write the principal may not do.

@@ -88,11 +88,19 @@ type statusWriter struct {
 	principal string        // who the request acted as (authz.go), for the access log
 	route     *routeMetrics // the route that matched (routed); nil when none did
 
-	// What guard (authz.go) let through: the principal the request acts
-	// as, for actor and scopeOf, without a context of its own.
+	// The principal auth.Middleware authenticated (RecordPrincipal), and
+	// what guard (authz.go) let through: the principal the request acts
+	// as, for actor and scopeOf. Neither needs a context of its own.
+	authn   *auth.Principal
 	acting  auth.Principal
 	guarded bool
 }
+
+var _ auth.PrincipalRecorder = (*statusWriter)(nil)
+
+// RecordPrincipal keeps the principal auth.Middleware authenticated, and
+// names it in the access line.
+func (w *statusWriter) RecordPrincipal(p *auth.Principal) { w.authn, w.principal = p, p.Name }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {

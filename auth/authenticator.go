@@ -170,12 +170,21 @@ func (a *Authenticator) allow(name string, now time.Time) error {
 	return &RateLimitError{Err: model.Wrap("auth.Allow", model.ERateLimited, "too many requests for this token; retry after Retry-After seconds", nil), Wait: wait}
 }
 
+// A PrincipalRecorder is a ResponseWriter that keeps a request's
+// principal itself (an HTTP layer's record of the request), so Middleware
+// hands it the principal instead of copying the request to put it in the
+// context.
+type PrincipalRecorder interface {
+	RecordPrincipal(p *Principal) // p is shared by the token's requests: never modify it
+}
+
 // Middleware authenticates every request and limits its rate. An
-// authenticated request continues with its Principal in the context
+// authenticated request continues with its Principal given to the
+// ResponseWriter when it is a PrincipalRecorder, else in the context
 // (FromContext). Otherwise fail answers it: with a *model.Error of code
 // EUnauthorized (the middleware has set WWW-Authenticate: Bearer) or a
-// *RateLimitError (code ERateLimited; the request's context holds the
-// principal). fail decides the shape of the response.
+// *RateLimitError (code ERateLimited; the principal is recorded as for an
+// authenticated request). fail decides the shape of the response.
 func Middleware(a *Authenticator, fail func(w http.ResponseWriter, r *http.Request, err error)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -186,7 +195,11 @@ func Middleware(a *Authenticator, fail func(w http.ResponseWriter, r *http.Reque
 				fail(w, r, err)
 				return
 			}
-			r = r.WithContext(context.WithValue(r.Context(), principalKey, p))
+			if rec, ok := w.(PrincipalRecorder); ok {
+				rec.RecordPrincipal(p)
+			} else {
+				r = r.WithContext(context.WithValue(r.Context(), principalKey, p))
+			}
 			if err := a.allow(p.Name, now); err != nil {
 				fail(w, r, err)
 				return
