@@ -46,6 +46,7 @@ type config struct {
 	client      string
 	rounds      int
 	pids        cpuPIDs // the processes whose CPU is counted (cpu.go)
+	loadStart   string  // the load average when the run began
 }
 
 var allScenarios = []string{"get-pin", "get-pin-bare", "create-pin", "board-page-d0", "board-page-d10k-cursor", "board-page-d10k-offset", "feed-200", "owners-1000", "linkbench",
@@ -96,6 +97,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "load: -mode must be api, baseline or both")
 		os.Exit(2)
 	}
+	c.loadStart = loadAvg()
 	c.pids = findCPUPIDs(map[string]string{"pinstore": hostPort(c.addr), "mariadbd": dsnAddr(c.dsn), "redis-server": c.redisAddr})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()

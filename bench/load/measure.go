@@ -202,6 +202,16 @@ type scenarioResult struct {
 	cache cacheDelta
 }
 
+// loadAvg is the 1, 5 and 15 minute load averages (/proc/loadavg), "?"
+// where there is none.
+func loadAvg() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(raw)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
+}
+
 func hostInfo() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d CPUs (runtime.NumCPU)", runtime.NumCPU())
@@ -238,8 +248,8 @@ func cpuCell(r runResult) (string, float64) {
 
 func renderMarkdown(c config, results []scenarioResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nRun %s: %s; -conns %d, -duration %s (after %s warm-up), -shards %d, -prefix %s, mode %s, -client %s, -rounds %d (api and baseline alternating).\n\n",
-		time.Now().UTC().Format(time.RFC3339), hostInfo(), c.conns, c.duration, c.warmup, c.shards, c.prefix, c.mode, c.client, c.rounds)
+	fmt.Fprintf(&b, "\nRun %s: %s; -conns %d, -duration %s (after %s warm-up), -shards %d, -prefix %s, mode %s, -client %s, -rounds %d (api and baseline alternating); load average %s at the start, %s at the end.\n\n",
+		time.Now().UTC().Format(time.RFC3339), hostInfo(), c.conns, c.duration, c.warmup, c.shards, c.prefix, c.mode, c.client, c.rounds, c.loadStart, loadAvg())
 	b.WriteString("| scenario | api ops/s | api p50 / p95 / p99 ms | baseline ops/s | baseline p50 / p95 / p99 ms | api ÷ baseline | errors api/base | redis limit ops/s | api ÷ redis |\n")
 	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	ratioOf := func(a, b runResult) string {
