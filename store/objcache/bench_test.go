@@ -1,27 +1,13 @@
 package objcache
 
-import (
-	"testing"
-
-	"github.com/pinstore/pinstore/model"
-)
+import "testing"
 
 // BenchmarkGetHits reads cached entries, one per call (a get by id) and 50
 // per call (a page), from one goroutine and from 32, as the server's
 // requests do: what a hit costs pinstore, Redis's round trip included.
 func BenchmarkGetHits(b *testing.B) {
 	c, _ := newCache(b, Options{})
-	var objs []model.Object
-	var ids []uint64
-	for i := range 500 {
-		o := pin(uint64(9000+i), 1, int64(i))
-		objs, ids = append(objs, o), append(ids, o.ID)
-	}
-	_, leases, err := c.Get(ctx, ids)
-	if err != nil || len(leases) != len(ids) {
-		b.Fatalf("leases %d: %v", len(leases), err)
-	}
-	c.Fill(ctx, objs, leases)
+	ids := fillPins(b, c, 9000, 500)
 	for _, n := range []int{1, 50} {
 		for _, par := range []int{1, 32} {
 			b.Run(map[int]string{1: "one", 50: "page50"}[n]+map[int]string{1: "", 32: "-32-callers"}[par], func(b *testing.B) {

@@ -79,17 +79,7 @@ func TestProtocolOnACluster(t *testing.T) {
 	// Per-node batching: 300 ids spread over every node are read with one
 	// round trip per node, and their entries really are on every node.
 	c, _ := newClusterCache(t, Options{})
-	var objs []model.Object
-	var ids []uint64
-	for i := range 300 {
-		o := pin(uint64(5000+i), 1, 0)
-		objs, ids = append(objs, o), append(ids, o.ID)
-	}
-	_, leases, err := c.Get(ctx, ids)
-	if err != nil || len(leases) != len(ids) {
-		t.Fatalf("leases %d of %d: %v", len(leases), len(ids), err)
-	}
-	c.Fill(ctx, objs, leases)
+	ids := fillPins(t, c, 5000, 300)
 	roundTrips.Store(0)
 	hits, _, err := c.Get(ctx, ids)
 	if err != nil || len(hits) != len(ids) {
@@ -123,6 +113,24 @@ func newCache(t testing.TB, opts Options) (*Cache, redis.UniversalClient) {
 		opts.Registerer = prometheus.NewRegistry()
 	}
 	return New(client, opts), client
+}
+
+// fillPins caches n pins, locals first…first+n-1 (version 1, pin i with
+// i likes), through a miss, its leases and a fill, and returns their ids.
+func fillPins(tb testing.TB, c *Cache, first uint64, n int) []uint64 {
+	tb.Helper()
+	var objs []model.Object
+	var ids []uint64
+	for i := range n {
+		o := pin(first+uint64(i), 1, int64(i))
+		objs, ids = append(objs, o), append(ids, o.ID)
+	}
+	_, leases, err := c.Get(ctx, ids)
+	if err != nil || len(leases) != n {
+		tb.Fatalf("leases %d of %d: %v", len(leases), n, err)
+	}
+	c.Fill(ctx, objs, leases)
+	return ids
 }
 
 func pin(local uint64, version int64, likes int64) model.Object {
@@ -208,17 +216,7 @@ func testInvalidationRefusesAStaleFill(t *testing.T, newCache newCacheFunc) {
 // Entries live TTL; many keys go in one round trip per call.
 func testTTLAndMany(t *testing.T, newCache newCacheFunc) {
 	c, client := newCache(t, Options{TTL: 300 * time.Millisecond})
-	var objs []model.Object
-	var ids []uint64
-	for i := range 50 {
-		o := pin(uint64(100+i), 1, int64(i))
-		objs, ids = append(objs, o), append(ids, o.ID)
-	}
-	_, leases, err := c.Get(ctx, ids)
-	if err != nil || len(leases) != 50 {
-		t.Fatalf("leases %d %v", len(leases), err)
-	}
-	c.Fill(ctx, objs, leases)
+	ids := fillPins(t, c, 100, 50)
 	hits, _, _ := c.Get(ctx, ids)
 	if len(hits) != 50 || hits[ids[7]].Counts[0] != 7 {
 		t.Fatalf("%d hits", len(hits))
