@@ -45,8 +45,25 @@ func marshal(d model.Doc) []byte {
 // at least as new as the last write acknowledged before the read began,
 // and counts no smaller than the last acknowledged add.
 func TestCacheNeverServesAnOlderVersion(t *testing.T) {
-	a, m := openTest(t)
-	b, err := Open(ctx, Config{Map: m, CursorSecret: []byte("test"), Redis: a.cfg.Redis, ObjectCache: a.cfg.ObjectCache})
+	a, _ := openTest(t)
+	cacheNeverServesAnOlderVersion(t, a)
+}
+
+// The same on a Redis Cluster of three masters: the entries, leases,
+// fills and invalidations of one request fall on several nodes.
+func TestCacheNeverServesAnOlderVersionOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	addrs := testenv.RedisCluster(t)
+	a, _ := openTestWith(t, func(c *Config) { c.Redis.Addrs, c.Redis.Cluster = addrs, true })
+	cacheNeverServesAnOlderVersion(t, a)
+}
+
+// cacheNeverServesAnOlderVersion runs the test on a and a second store
+// (server) on a's shards and Redis.
+func cacheNeverServesAnOlderVersion(t *testing.T, a *Store) {
+	b, err := Open(ctx, Config{Map: a.cfg.Map, CursorSecret: []byte("test"), Redis: a.cfg.Redis, ObjectCache: a.cfg.ObjectCache})
 	if err != nil {
 		t.Fatal(err)
 	}
