@@ -101,7 +101,7 @@ func (s *Server) protect(auth func(http.Handler) http.Handler, rt route, h http.
 // and the error of who.check when who refuses, in that order.
 func (s *Server) guard(who permission, params []secretParam, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := auth.FromContext(r.Context())
+		p, ok := principalOf(w, r)
 		if !ok { // Auth did not authenticate: refuse rather than guess
 			w.Header().Set("WWW-Authenticate", `Bearer realm="pinstore"`)
 			writeError(w, r, s.logger, errorf(model.EUnauthorized, "a bearer token is required"))
@@ -120,12 +120,26 @@ func (s *Server) guard(who permission, params []secretParam, h http.Handler) htt
 			writeError(w, r, s.logger, err)
 			return
 		}
+		if sw, ok := w.(*statusWriter); ok { // the request's record (observe): no context copy
+			sw.acting, sw.guarded = p, true
+			h.ServeHTTP(w, r)
+			return
+		}
 		ctx := context.WithValue(r.Context(), scopeKey, keyScope(p))
 		if p.IsUser() {
 			ctx = context.WithValue(ctx, actorKey, p.UserID)
 		}
 		h.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// principalOf is the principal Config.Auth authenticated: recorded in the
+// request's record (auth.PrincipalRecorder) or in the context.
+func principalOf(w http.ResponseWriter, r *http.Request) (auth.Principal, bool) {
+	if sw, ok := w.(*statusWriter); ok && sw.authn != nil {
+		return *sw.authn, true
+	}
+	return auth.FromContext(r.Context())
 }
 
 // forbidden is the refusal of a write the principal may not do.
@@ -138,6 +152,12 @@ var errNotYours = forbidden("this token may only act as its own user")
 // actor is the user a request acts as: a user token's user, put in the
 // context by guard; 0 for a service token, and with auth off.
 func actor(ctx context.Context) uint64 {
+	if sw, ok := ctx.Value(requestIDKey).(*statusWriter); ok && sw.guarded {
+		if sw.acting.IsUser() {
+			return sw.acting.UserID
+		}
+		return 0
+	}
 	id, _ := ctx.Value(actorKey).(uint64)
 	return id
 }

@@ -43,6 +43,9 @@ func keyScope(p auth.Principal) string {
 
 // scopeOf is the scope of the request's keys: devScope with auth off.
 func scopeOf(ctx context.Context) string {
+	if sw, ok := ctx.Value(requestIDKey).(*statusWriter); ok && sw.guarded {
+		return keyScope(sw.acting)
+	}
 	if sc, ok := ctx.Value(scopeKey).(string); ok {
 		return sc
 	}

@@ -2,20 +2,22 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pinstore/pinstore/auth"
 	"github.com/pinstore/pinstore/model"
 )
 
@@ -23,9 +25,9 @@ import (
 type ctxKey int
 
 const (
-	requestIDKey ctxKey = iota // the request id (withRequestID)
-	actorKey                   // the user a user token acts as (guard, authz.go)
-	scopeKey                   // who the request's idempotency keys belong to (guard, authz.go)
+	requestIDKey ctxKey = iota // the request's *statusWriter (observe): its id, status, principal
+	actorKey                   // the user a user token acts as (guard, authz.go, when not under observe)
+	scopeKey                   // who the request's idempotency keys belong to (likewise)
 	seenKey                    // the path objects the guard read (seenObjects, visibility.go)
 )
 
@@ -35,11 +37,13 @@ const RequestIDHeader = "X-Request-Id"
 // maxRequestIDLen bounds an incoming request id that is accepted as is.
 const maxRequestIDLen = 64
 
-// RequestID returns the request id stored in ctx by the request-id
-// middleware, or "".
+// RequestID returns the request id stored in ctx by the outermost
+// middleware (observe), or "".
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey).(string)
-	return id
+	if sw, ok := ctx.Value(requestIDKey).(*statusWriter); ok {
+		return sw.id
+	}
+	return ""
 }
 
 // validRequestID reports whether an incoming X-Request-Id is sane enough to
@@ -57,38 +61,56 @@ func validRequestID(s string) bool {
 	return true
 }
 
+// newRequestID is 32 hex digits of 128 random bits from the runtime's
+// per-thread ChaCha8 generator (math/rand/v2): unique across servers
+// without crypto/rand's system call or lock, and one allocation.
 func newRequestID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
-	return hex.EncodeToString(b[:])
+	var raw [16]byte
+	binary.LittleEndian.PutUint64(raw[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(raw[8:], rand.Uint64())
+	var b [32]byte
+	hex.Encode(b[:], raw[:])
+	return string(b[:])
 }
 
-// withRequestID accepts a sane incoming X-Request-Id or generates one,
-// stores it in the request context and echoes it in the response.
-func withRequestID(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := r.Header.Get(RequestIDHeader)
-		if !validRequestID(id) {
-			id = newRequestID()
-		}
-		w.Header().Set(RequestIDHeader, id)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestIDKey, id)))
-	})
-}
-
-// statusWriter records the status and size of a response. It unwraps for
-// http.ResponseController.
+// statusWriter is what the outermost middleware (observe) keeps of one
+// request: its id, the status and size of its response, who it acted as
+// and which route served it. It travels in the context once, so the
+// layers inside record into it instead of each copying the request. It
+// unwraps for http.ResponseController.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
 
-	principal string // who the request acted as (authz.go), for the access log
+	id        string        // the request id
+	idHeader  [1]string     // the X-Request-Id header's value, without a slice of its own
+	principal string        // who the request acted as (authz.go), for the access log
+	route     *routeMetrics // the route that matched (routed); nil when none did
+
+	// The principal auth.Middleware authenticated (RecordPrincipal), and
+	// what guard (authz.go) let through: the principal the request acts
+	// as, for actor and scopeOf. Neither needs a context of its own.
+	authn   *auth.Principal
+	acting  auth.Principal
+	guarded bool
+
+	// beforeStatus, when set, runs once just before the status is written,
+	// with it: the consistency token goes into the headers there
+	// (consistency.go).
+	beforeStatus func(status int)
 }
+
+var _ auth.PrincipalRecorder = (*statusWriter)(nil)
+
+// RecordPrincipal keeps the principal auth.Middleware authenticated, and
+// names it in the access line.
+func (w *statusWriter) RecordPrincipal(p *auth.Principal) { w.authn, w.principal = p, p.Name }
 
 func (w *statusWriter) WriteHeader(code int) {
 	if w.status == 0 {
 		w.status = code
+		w.before(code)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -96,10 +118,18 @@ func (w *statusWriter) WriteHeader(code int) {
 func (w *statusWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
+		w.before(http.StatusOK)
 	}
 	n, err := w.ResponseWriter.Write(b)
 	w.bytes += int64(n)
 	return n, err
+}
+
+func (w *statusWriter) before(status int) {
+	if f := w.beforeStatus; f != nil {
+		w.beforeStatus = nil
+		f(status)
+	}
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
@@ -112,8 +142,8 @@ func (w *statusWriter) Status() int {
 	return w.status
 }
 
-// recorder returns w as a *statusWriter, wrapping it unless an outer
-// middleware already did.
+// recorder returns w as a *statusWriter, wrapping it unless the outermost
+// middleware (observe) already did.
 func recorder(w http.ResponseWriter) *statusWriter {
 	if sw, ok := w.(*statusWriter); ok {
 		return sw
@@ -132,45 +162,95 @@ func routePattern(r *http.Request) string {
 	return "unmatched"
 }
 
-// accessLog writes one structured line per request: to w directly when
-// it is set, else through logger (INFO, WARN for a 5xx).
-func accessLog(logger *slog.Logger, w io.Writer) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-			start := time.Now()
-			sw := recorder(rw)
-			next.ServeHTTP(sw, r)
-			status := sw.Status()
-			if w != nil {
-				bp := bufPool.Get().(*[]byte)
-				b := appendAccessLine((*bp)[:0], start, r, status, sw)
-				_, _ = w.Write(b)
-				*bp = b[:0]
-				bufPool.Put(bp)
-				return
+// observe is the outermost middleware, in one function so a request pays
+// for one wrapper, one context value and two clock reads:
+//   - the request id: a sane incoming X-Request-Id or a new one, in the
+//     context (RequestID) and echoed in the response;
+//   - panic recovery: a handler's panic becomes a logged 500 problem
+//     (http.ErrAbortHandler is re-panicked, which net/http uses to abort
+//     quietly, and neither counted nor logged);
+//   - the metrics: latency and count by method, route pattern and status
+//     class, through the route's pre-curried observers (routed);
+//   - the access log: one JSON line per request, to Config.AccessLog when
+//     set, else through the logger (INFO, WARN for a 5xx).
+func (s *Server) observe(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w, id: r.Header.Get(RequestIDHeader)}
+		if !validRequestID(sw.id) {
+			sw.id = newRequestID()
+		}
+		sw.idHeader[0] = sw.id
+		w.Header()[RequestIDHeader] = sw.idHeader[:] // canonical already: no Set
+		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, sw))
+		defer func() {
+			if rec := recover(); rec != nil {
+				if rec == http.ErrAbortHandler {
+					panic(rec)
+				}
+				s.logPanic(r, rec)
+				if sw.status == 0 {
+					p, _ := problemFor(r, model.Errorf(model.EInternal, "internal error"))
+					writeProblem(sw, p)
+				}
 			}
-			level := slog.LevelInfo
-			if status >= 500 {
-				level = slog.LevelWarn
-			}
-			logger.LogAttrs(r.Context(), level, "http request",
-				slog.String("request_id", RequestID(r.Context())),
-				slog.String("method", r.Method),
-				slog.String("route", routePattern(r)),
-				slog.String("path", r.URL.Path),
-				slog.Int("status", status),
-				slog.String("principal", sw.principal),
-				slog.Int64("bytes", sw.bytes),
-				slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
-			)
-		})
+			s.record(sw, r, start)
+		}()
+		next.ServeHTTP(sw, r)
+	})
+}
+
+// logPanic logs a handler's panic with its stack.
+func (s *Server) logPanic(r *http.Request, rec any) {
+	s.logger.LogAttrs(r.Context(), slog.LevelError, "panic serving request",
+		slog.String("request_id", RequestID(r.Context())),
+		slog.String("method", r.Method),
+		slog.String("path", r.URL.Path),
+		slog.String("panic", fmt.Sprint(rec)),
+		slog.String("stack", string(debug.Stack())))
+}
+
+// record counts a served request and writes its access line.
+func (s *Server) record(sw *statusWriter, r *http.Request, start time.Time) {
+	now := time.Now()
+	status := sw.Status()
+	took := now.Sub(start)
+	var route string
+	if m := sw.route; m != nil && m.method == r.Method {
+		route = m.pattern
+		m.observe(status, took)
+	} else {
+		route = routePattern(r)
+		s.metrics.observe(metricMethod(r.Method), route, status, took)
 	}
+	if s.accessLog != nil {
+		bp := bufPool.Get().(*[]byte)
+		b := appendAccessLine((*bp)[:0], now, took, sw, r.Method, route, r.URL.Path)
+		_, _ = s.accessLog.Write(b)
+		*bp = b[:0]
+		bufPool.Put(bp)
+		return
+	}
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelWarn
+	}
+	s.logger.LogAttrs(r.Context(), level, "http request",
+		slog.String("request_id", sw.id),
+		slog.String("method", r.Method),
+		slog.String("route", route),
+		slog.String("path", r.URL.Path),
+		slog.Int("status", status),
+		slog.String("principal", sw.principal),
+		slog.Int64("bytes", sw.bytes),
+		slog.Float64("duration_ms", float64(took.Microseconds())/1000),
+	)
 }
 
 // appendAccessLine appends the access line slog's JSON handler would
 // write, built by hand: through slog it was ~7% of a get's server CPU.
-func appendAccessLine(b []byte, start time.Time, r *http.Request, status int, sw *statusWriter) []byte {
-	now := time.Now()
+func appendAccessLine(b []byte, now time.Time, took time.Duration, sw *statusWriter, method, route, path string) []byte {
+	status := sw.Status()
 	b = append(b, `{"time":"`...)
 	b = now.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","level":"`...)
@@ -180,13 +260,13 @@ func appendAccessLine(b []byte, start time.Time, r *http.Request, status int, sw
 		b = append(b, "INFO"...)
 	}
 	b = append(b, `","msg":"http request","request_id":`...)
-	b = appendJSONString(b, RequestID(r.Context()))
+	b = appendJSONString(b, sw.id)
 	b = append(b, `,"method":`...)
-	b = appendJSONString(b, r.Method)
+	b = appendJSONString(b, method)
 	b = append(b, `,"route":`...)
-	b = appendJSONString(b, routePattern(r))
+	b = appendJSONString(b, route)
 	b = append(b, `,"path":`...)
-	b = appendJSONString(b, r.URL.Path)
+	b = appendJSONString(b, path)
 	b = append(b, `,"status":`...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b = append(b, `,"principal":`...)
@@ -194,7 +274,7 @@ func appendAccessLine(b []byte, start time.Time, r *http.Request, status int, sw
 	b = append(b, `,"bytes":`...)
 	b = strconv.AppendInt(b, sw.bytes, 10)
 	b = append(b, `,"duration_ms":`...)
-	b = strconv.AppendFloat(b, float64(now.Sub(start).Microseconds())/1000, 'f', -1, 64)
+	b = strconv.AppendFloat(b, float64(took.Microseconds())/1000, 'f', -1, 64)
 	return append(b, "}\n"...)
 }
 
@@ -246,49 +326,69 @@ var knownMethods = map[string]bool{
 	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
 }
 
-// measure observes every request's latency and counts it.
-func (m *httpMetrics) measure(next http.Handler) http.Handler {
+// metricMethod is the method label: the method, or OTHER for one not in
+// knownMethods.
+func metricMethod(method string) string {
+	if !knownMethods[method] {
+		return "OTHER"
+	}
+	return method
+}
+
+// statusClasses are the status_class labels of 1xx to 5xx.
+var statusClasses = [...]string{"", "1xx", "2xx", "3xx", "4xx", "5xx"}
+
+// observe counts one request by its labels (the path of requests no route
+// matched; a route's own go through routeMetrics).
+func (m *httpMetrics) observe(method, route string, status int, took time.Duration) {
+	class := strconv.Itoa(status/100) + "xx"
+	m.duration.WithLabelValues(method, route, class).Observe(took.Seconds())
+	m.requests.WithLabelValues(method, route, class).Inc()
+}
+
+// routeMetrics are one route's observers, curried by method and pattern
+// when the router is built and by status class on first use, so a request
+// the route serves looks nothing up by label.
+type routeMetrics struct {
+	m               *httpMetrics
+	method, pattern string
+	classes         [len(statusClasses)]atomic.Pointer[classMetrics]
+}
+
+type classMetrics struct {
+	duration prometheus.Observer
+	requests prometheus.Counter
+}
+
+func (m *httpMetrics) route(method, pattern string) *routeMetrics {
+	return &routeMetrics{m: m, method: metricMethod(method), pattern: pattern}
+}
+
+// routed marks the requests next serves as this route's, for observe.
+func (rm *routeMetrics) routed(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := recorder(w)
-		next.ServeHTTP(sw, r)
-		method := r.Method
-		if !knownMethods[method] {
-			method = "OTHER"
+		if sw, ok := w.(*statusWriter); ok {
+			sw.route = rm
 		}
-		class := strconv.Itoa(sw.Status()/100) + "xx"
-		route := routePattern(r)
-		m.duration.WithLabelValues(method, route, class).Observe(time.Since(start).Seconds())
-		m.requests.WithLabelValues(method, route, class).Inc()
+		next.ServeHTTP(w, r)
 	})
 }
 
-// recoverPanics turns a handler's panic into a logged 500 problem. It
-// re-panics http.ErrAbortHandler, which net/http uses to abort quietly.
-func recoverPanics(logger *slog.Logger) func(http.Handler) http.Handler {
-	return func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			sw := recorder(w)
-			defer func() {
-				rec := recover()
-				if rec == nil {
-					return
-				}
-				if rec == http.ErrAbortHandler {
-					panic(rec)
-				}
-				logger.LogAttrs(r.Context(), slog.LevelError, "panic serving request",
-					slog.String("request_id", RequestID(r.Context())),
-					slog.String("method", r.Method),
-					slog.String("path", r.URL.Path),
-					slog.String("panic", fmt.Sprint(rec)),
-					slog.String("stack", string(debug.Stack())))
-				if sw.status == 0 {
-					p, _ := problemFor(r, model.Errorf(model.EInternal, "internal error"))
-					writeProblem(sw, p)
-				}
-			}()
-			next.ServeHTTP(sw, r)
-		})
+// observe counts one request the route served.
+func (rm *routeMetrics) observe(status int, took time.Duration) {
+	c := status / 100
+	if c < 1 || c >= len(statusClasses) {
+		rm.m.observe(rm.method, rm.pattern, status, took)
+		return
 	}
+	cm := rm.classes[c].Load()
+	if cm == nil {
+		cm = &classMetrics{
+			duration: rm.m.duration.WithLabelValues(rm.method, rm.pattern, statusClasses[c]),
+			requests: rm.m.requests.WithLabelValues(rm.method, rm.pattern, statusClasses[c]),
+		}
+		rm.classes[c].Store(cm) // a racing first request stores the same children
+	}
+	cm.duration.Observe(took.Seconds())
+	cm.requests.Inc()
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
+
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 )
@@ -89,14 +91,15 @@ func decodeLine(t *testing.T, logs string) map[string]any {
 // BenchmarkAccessLine: an access line by hand and through slog.
 func BenchmarkAccessLine(b *testing.B) {
 	r := httptest.NewRequest(http.MethodGet, "/v1/pins/123456789", nil)
-	r = r.WithContext(context.WithValue(r.Context(), requestIDKey, "0123456789abcdef0123456789abcdef"))
-	sw := &statusWriter{status: 200, bytes: 312}
+	sw := &statusWriter{status: 200, bytes: 312, id: "0123456789abcdef0123456789abcdef"}
+	r = r.WithContext(context.WithValue(r.Context(), requestIDKey, sw))
 	start := time.Now()
 	b.Run("by-hand", func(b *testing.B) {
 		b.ReportAllocs()
 		buf := make([]byte, 0, 512)
 		for b.Loop() {
-			buf = appendAccessLine(buf[:0], start, r, 200, sw)
+			now := time.Now()
+			buf = appendAccessLine(buf[:0], now, now.Sub(start), sw, r.Method, "/v1/pins/{id}", r.URL.Path)
 		}
 	})
 	b.Run("slog", func(b *testing.B) {
@@ -115,4 +118,55 @@ func BenchmarkAccessLine(b *testing.B) {
 			)
 		}
 	})
+}
+
+// Every route's metrics are labelled with the pattern chi itself reports
+// for it, so the pre-curried observers count under the same series as a
+// look-up by chi's pattern did.
+func TestRouteMetricsUseChisPatterns(t *testing.T) {
+	st := &fakeStore{get: func(context.Context, uint64, idcodec.Type) (model.Object, error) {
+		return model.Object{}, model.Errorf(model.ENotFound, "not found")
+	}}
+	s, _, _ := newTestServer(t, st)
+	n := 0
+	for _, rt := range s.routeTable() {
+		path := strings.NewReplacer("{id}", vecPin, "{target_id}", vecUser, "{pin_id}", vecPin, "{username}", "someone").Replace(rt.pattern)
+		var chiPattern string
+		var routed *routeMetrics
+		probe := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			chiPattern = routePattern(r)
+			routed = w.(*statusWriter).route
+		})
+		// The route's own handler is replaced by the probe, behind the same
+		// wrapper newRouter puts in front of it.
+		r := chi.NewRouter()
+		r.Use(s.observe)
+		r.Method(rt.method, rt.pattern, s.metrics.route(rt.method, rt.pattern).routed(probe))
+		r.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(rt.method, path, nil))
+		if routed == nil || routed.pattern != chiPattern || routed.pattern != rt.pattern || routed.method != rt.method {
+			t.Errorf("%s %s: routed %+v, chi's pattern %q", rt.method, rt.pattern, routed, chiPattern)
+		}
+		n++
+	}
+	if n < 40 {
+		t.Fatalf("only %d routes checked", n)
+	}
+}
+
+// A request id is generated when none (or an insane one) comes in, echoed,
+// and different for every request.
+func TestRequestIDs(t *testing.T) {
+	s, _, _ := newTestServer(t, &fakeStore{})
+	seen := map[string]bool{}
+	for range 1000 {
+		w := do(s, "GET", "/healthz", "", RequestIDHeader, "bad id")
+		id := w.Header().Get(RequestIDHeader)
+		if len(id) != 32 || !validRequestID(id) || seen[id] {
+			t.Fatalf("generated request id %q (seen before: %v)", id, seen[id])
+		}
+		seen[id] = true
+	}
+	if got := do(s, "GET", "/healthz", "", RequestIDHeader, "req-7").Header().Values(RequestIDHeader); len(got) != 1 || got[0] != "req-7" {
+		t.Fatalf("incoming id echoed as %q", got)
+	}
 }

@@ -90,10 +90,8 @@ func (s *Server) routeTable() []route {
 func (s *Server) newRouter(auth func(http.Handler) http.Handler, table []route) (chi.Router, error) {
 	r := chi.NewRouter()
 	r.Use(
-		withRequestID,                    // first: everything after logs and answers with it
-		s.metrics.measure,                // latency and count per route pattern
-		accessLog(s.logger, s.accessLog), // one JSON line per request
-		recoverPanics(s.logger),          // a panic becomes a logged 500 problem
+		s.observe,     // request id, panic recovery, metrics, access log
+		s.consistency, // the request's consistency token in, the response's out
 	)
 	r.NotFound(s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return errorf(model.ENotFound, "no route for %s", r.URL.Path)
@@ -106,7 +104,7 @@ func (s *Server) newRouter(auth func(http.Handler) http.Handler, table []route) 
 		if err := checkVisibility(rt.method, rt.pattern, rt.see); err != nil {
 			return nil, fmt.Errorf("api.New: %w", err)
 		}
-		r.Method(rt.method, rt.pattern, s.protect(auth, rt, s.handle(rt.h)))
+		r.Method(rt.method, rt.pattern, s.metrics.route(rt.method, rt.pattern).routed(s.protect(auth, rt, s.handle(rt.h))))
 	}
 	return r, nil
 }

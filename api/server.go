@@ -55,6 +55,10 @@ type Config struct {
 	// Spec is the OpenAPI document served at /openapi.yaml and rendered at
 	// /docs. Default: pinstore.OpenAPI.
 	Spec []byte
+	// Consistency, when set, reads the Pinstore-Consistency header of /v1
+	// requests and sets it on their responses (consistency.go); nil: the
+	// header is ignored and never sent.
+	Consistency Consistency
 }
 
 // Server is the API's http.Handler.
@@ -70,6 +74,8 @@ type Server struct {
 	ownerCache OwnerCache
 	ops        Ops
 	keys       KeyUser
+
+	tokens Consistency
 
 	logger    *slog.Logger
 	accessLog io.Writer
@@ -101,6 +107,7 @@ func New(cfg Config) (*Server, error) {
 		limits:    cfg.Limits,
 		maxBody:   cfg.MaxBodyBytes,
 		spec:      cfg.Spec,
+		tokens:    cfg.Consistency,
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -30,10 +31,21 @@ type Config struct {
 // Authenticator turns an Authorization header into a Principal and rate
 // limits principals.
 type Authenticator struct {
-	service atomic.Pointer[ServiceTokens] // swapped whole by SetServiceTokens
+	state   atomic.Pointer[authState] // swapped whole by SetServiceTokens
 	signer  *Signer
 	limiter *Limiter
 	now     func() time.Time
+}
+
+// authState is the service tokens in force and the tokens verified since
+// they were put in force (verified.go), which go with them.
+type authState struct {
+	service  *ServiceTokens
+	verified *verified
+}
+
+func (a *Authenticator) setService(t *ServiceTokens) {
+	a.state.Store(&authState{service: t, verified: newVerified()})
 }
 
 // ErrNoTokens: neither service tokens nor a user token secret.
@@ -43,7 +55,7 @@ var ErrNoTokens = errors.New("auth: no tokens configured (set PINSTORE_TOKENS_FI
 // all, ErrWeakSecret for a short secret.
 func New(cfg Config) (*Authenticator, error) {
 	a := &Authenticator{now: cfg.Now}
-	a.service.Store(cfg.Service)
+	a.setService(cfg.Service)
 	if a.now == nil {
 		a.now = time.Now
 	}
@@ -65,33 +77,51 @@ func New(cfg Config) (*Authenticator, error) {
 // ("Bearer <token>"). Errors are *model.Error with code EUnauthorized and
 // a client-safe message that holds no part of the token.
 func (a *Authenticator) Authenticate(header string) (Principal, error) {
+	p, err := a.authenticate(header, a.now())
+	if err != nil {
+		return Principal{}, err
+	}
+	return *p, nil
+}
+
+// authenticate is Authenticate at now, with the principal shared by every
+// request of the token (never to be modified).
+func (a *Authenticator) authenticate(header string, now time.Time) (*Principal, error) {
 	const op = "auth.Authenticate"
 	tok, ok := bearer(header)
 	if !ok {
 		if header == "" {
-			return Principal{}, model.Wrap(op, model.EUnauthorized, "a bearer token is required (Authorization: Bearer <token>)", nil)
+			return nil, model.Wrap(op, model.EUnauthorized, "a bearer token is required (Authorization: Bearer <token>)", nil)
 		}
-		return Principal{}, model.Wrap(op, model.EUnauthorized, "the Authorization header must be \"Bearer <token>\"", nil)
+		return nil, model.Wrap(op, model.EUnauthorized, "the Authorization header must be \"Bearer <token>\"", nil)
+	}
+	st := a.state.Load()
+	if p, ok := st.verified.get(tok, now); ok {
+		return p, nil
 	}
 	if strings.HasPrefix(tok, UserTokenPrefix) {
 		if a.signer == nil {
-			return Principal{}, model.Wrap(op, model.EUnauthorized, "invalid token", ErrNoSecret)
+			return nil, model.Wrap(op, model.EUnauthorized, "invalid token", ErrNoSecret)
 		}
-		c, err := a.signer.Verify(tok, a.now())
+		c, err := a.signer.Verify(tok, now)
 		if err != nil {
 			msg := "invalid token"
 			if errors.Is(err, ErrExpired) {
 				msg = "the token has expired"
 			}
-			return Principal{}, model.Wrap(op, model.EUnauthorized, msg, err)
+			return nil, model.Wrap(op, model.EUnauthorized, msg, err)
 		}
-		return Principal{Name: UserName(c.UserID), Kind: KindUser, Scopes: ScopeRead | ScopeWrite, UserID: c.UserID}, nil
+		p := &Principal{Name: UserName(c.UserID), Kind: KindUser, Scopes: ScopeRead | ScopeWrite, UserID: c.UserID}
+		st.verified.put(tok, p, c.Expires)
+		return p, nil
 	}
-	t, ok := a.service.Load().Lookup(tok)
+	t, ok := st.service.Lookup(tok)
 	if !ok {
-		return Principal{}, model.Wrap(op, model.EUnauthorized, "invalid token", ErrBadToken)
+		return nil, model.Wrap(op, model.EUnauthorized, "invalid token", ErrBadToken)
 	}
-	return Principal{Name: t.Name, Kind: KindService, Scopes: t.Scopes}, nil
+	p := &Principal{Name: t.Name, Kind: KindService, Scopes: t.Scopes}
+	st.verified.put(tok, p, time.Time{})
+	return p, nil
 }
 
 // bearer extracts the token of "Bearer <token>" (scheme case-insensitive,
@@ -130,31 +160,47 @@ func (e *RateLimitError) RetryAfter() string { return strconv.Itoa(RetryAfterSec
 
 // Allow takes one request from p's budget; a *RateLimitError when it is
 // spent.
-func (a *Authenticator) Allow(p Principal) error {
-	ok, wait := a.limiter.Allow(p.Name)
+func (a *Authenticator) Allow(p Principal) error { return a.allow(p.Name, a.now()) }
+
+func (a *Authenticator) allow(name string, now time.Time) error {
+	ok, wait := a.limiter.allow(name, now)
 	if ok {
 		return nil
 	}
 	return &RateLimitError{Err: model.Wrap("auth.Allow", model.ERateLimited, "too many requests for this token; retry after Retry-After seconds", nil), Wait: wait}
 }
 
+// A PrincipalRecorder is a ResponseWriter that keeps a request's
+// principal itself (an HTTP layer's record of the request), so Middleware
+// hands it the principal instead of copying the request to put it in the
+// context.
+type PrincipalRecorder interface {
+	RecordPrincipal(p *Principal) // p is shared by the token's requests: never modify it
+}
+
 // Middleware authenticates every request and limits its rate. An
-// authenticated request continues with its Principal in the context
+// authenticated request continues with its Principal given to the
+// ResponseWriter when it is a PrincipalRecorder, else in the context
 // (FromContext). Otherwise fail answers it: with a *model.Error of code
 // EUnauthorized (the middleware has set WWW-Authenticate: Bearer) or a
-// *RateLimitError (code ERateLimited; the request's context holds the
-// principal). fail decides the shape of the response.
+// *RateLimitError (code ERateLimited; the principal is recorded as for an
+// authenticated request). fail decides the shape of the response.
 func Middleware(a *Authenticator, fail func(w http.ResponseWriter, r *http.Request, err error)) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			p, err := a.Authenticate(r.Header.Get("Authorization"))
+			now := a.now() // one clock read for the token's expiry and its rate
+			p, err := a.authenticate(r.Header.Get("Authorization"), now)
 			if err != nil {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="pinstore"`)
 				fail(w, r, err)
 				return
 			}
-			r = r.WithContext(WithPrincipal(r.Context(), p))
-			if err := a.Allow(p); err != nil {
+			if rec, ok := w.(PrincipalRecorder); ok {
+				rec.RecordPrincipal(p)
+			} else {
+				r = r.WithContext(context.WithValue(r.Context(), principalKey, p))
+			}
+			if err := a.allow(p.Name, now); err != nil {
 				fail(w, r, err)
 				return
 			}

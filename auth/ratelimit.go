@@ -55,7 +55,14 @@ func (l *Limiter) Allow(name string) (bool, time.Duration) {
 	if l == nil || l.rate <= 0 {
 		return true, 0
 	}
-	now := l.now()
+	return l.allow(name, l.now())
+}
+
+// allow is Allow at now.
+func (l *Limiter) allow(name string, now time.Time) (bool, time.Duration) {
+	if l == nil || l.rate <= 0 {
+		return true, 0
+	}
 	l.mu.Lock()
 	b, ok := l.buckets[name]
 	if !ok {

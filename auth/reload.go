@@ -20,7 +20,7 @@ func (a *Authenticator) SetServiceTokens(t *ServiceTokens) error {
 	if t.Len() == 0 {
 		return errors.New("auth: SetServiceTokens: no tokens")
 	}
-	a.service.Store(t)
+	a.setService(t) // and forget the tokens verified under the old ones
 	return nil
 }
 
@@ -58,7 +58,7 @@ func (a *Authenticator) WatchServiceTokens(ctx context.Context, path string, eve
 		}
 		data, changed, err := f.Changed()
 		if err != nil {
-			logger.Error("tokens file unreadable; keeping the service tokens in force", "file", path, "error", err.Error(), "tokens", a.service.Load().Len())
+			logger.Error("tokens file unreadable; keeping the service tokens in force", "file", path, "error", err.Error(), "tokens", a.state.Load().service.Len())
 		}
 		if !changed {
 			continue
@@ -68,7 +68,7 @@ func (a *Authenticator) WatchServiceTokens(ctx context.Context, path string, eve
 			err = a.SetServiceTokens(t)
 		}
 		if err != nil {
-			logger.Error("tokens file rejected; keeping the service tokens in force", "file", path, "error", err.Error(), "tokens", a.service.Load().Len())
+			logger.Error("tokens file rejected; keeping the service tokens in force", "file", path, "error", err.Error(), "tokens", a.state.Load().service.Len())
 			continue
 		}
 		if !first { // the first read is (most likely) what the server started with

@@ -253,9 +253,45 @@ type ServerInfo struct {
 type HostInfo struct {
 	Name    string `json:"name"`
 	Addr    string `json:"addr"`              // host:port of the master
-	Replica string `json:"replica,omitempty"` // host:port of the replica, if any
+	Replica string `json:"replica,omitempty"` // host:port of the first replica, if any (as before Replicas)
 	OK      bool   `json:"ok"`
 	Error   string `json:"error,omitempty"`
+
+	// GTIDPosition is the master's @@gtid_binlog_pos, when it answered.
+	GTIDPosition string `json:"gtid_position,omitempty"`
+	// SemiSync says whether the master waits for a replica's
+	// acknowledgement before a commit returns (semi-synchronous
+	// replication on, and not fallen back to asynchronous).
+	SemiSync bool `json:"semi_sync"`
+	// ReplicaReads says whether reads may go to its replicas.
+	ReplicaReads bool          `json:"replica_reads"`
+	Replicas     []ReplicaInfo `json:"replicas,omitempty"`
+}
+
+// ReplicaInfo is one replica of a host, as it answered a probe.
+type ReplicaInfo struct {
+	Addr string `json:"addr"` // host:port
+	OK   bool   `json:"ok"`   // it answered
+	// Replicating: both replication threads run, from the host's master.
+	Replicating bool   `json:"replicating"`
+	IOThread    string `json:"io_thread,omitempty"`  // Yes, No or Connecting
+	SQLThread   string `json:"sql_thread,omitempty"` // Yes or No
+	// GTIDPosition is what it has applied (@@gtid_slave_pos).
+	GTIDPosition string `json:"gtid_position,omitempty"`
+	// Behind is how many of the master's transactions it had not applied
+	// when probed (from the two GTID positions).
+	Behind uint64 `json:"transactions_behind"`
+	// SecondsBehindMaster is MariaDB's own estimate, absent when unknown.
+	SecondsBehindMaster *int64 `json:"seconds_behind_master,omitempty"`
+	// LagMS is the server's measure (package replicas): no write
+	// acknowledged on the master more than this many milliseconds ago is
+	// missing from the replica. Absent where no server measures it (the
+	// pinstore shards command) or while the master is not answering.
+	LagMS *int64 `json:"lag_ms,omitempty"`
+	// ServesReads: this server would send a read without a token to it now.
+	ServesReads bool   `json:"serves_reads"`
+	SemiSync    bool   `json:"semi_sync"` // its replication acknowledges semi-synchronously
+	Error       string `json:"error,omitempty"`
 }
 
 // RangeInfo is one inclusive range of shards and where it lives.

@@ -12,6 +12,7 @@ import (
 	"github.com/pinstore/pinstore/internal/metrics"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/objcache"
+	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardsql"
 	"github.com/pinstore/pinstore/store/topology"
 )
@@ -216,12 +217,16 @@ func (s *Store) sweepCached(ctx context.Context, op string, h *topology.Host, db
 
 // cachedObjects returns the live objects among ids (all of one type) in no
 // particular order: from the cache where it has them, the rest from load
-// (MySQL), which it then caches where this caller holds the lease.
-func (s *Store) cachedObjects(ctx context.Context, ids []uint64, load func(ids []uint64) ([]model.Object, error)) ([]model.Object, error) {
+// (MySQL), which it then caches where this caller holds the lease. load
+// reads under the ctx it is given, which sends its reads to masters
+// (replica hook: a fill never comes from a replica, which may lack the
+// write whose invalidation the lease came after).
+func (s *Store) cachedObjects(ctx context.Context, ids []uint64, load func(ctx context.Context, ids []uint64) ([]model.Object, error)) ([]model.Object, error) {
 	oc := s.objects
 	if !oc.on() || len(ids) == 0 {
-		return load(ids)
+		return load(ctx, ids)
 	}
+	mctx := replicas.OnMaster(ctx)
 	cached, direct := oc.split(ids)
 	var out []model.Object
 	var leases map[uint64]objcache.Lease
@@ -243,7 +248,7 @@ func (s *Store) cachedObjects(ctx context.Context, ids []uint64, load func(ids [
 	if len(direct) == 0 {
 		return out, nil
 	}
-	loaded, err := load(direct)
+	loaded, err := load(mctx, direct)
 	if err != nil {
 		return nil, err
 	}

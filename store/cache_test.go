@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -44,13 +45,38 @@ func marshal(d model.Doc) []byte {
 // at least as new as the last write acknowledged before the read began,
 // and counts no smaller than the last acknowledged add.
 func TestCacheNeverServesAnOlderVersion(t *testing.T) {
-	a, m := openTest(t)
-	b, err := Open(ctx, Config{Map: m, CursorSecret: []byte("test"), Redis: a.cfg.Redis, ObjectCache: a.cfg.ObjectCache})
+	a, _ := openTest(t)
+	cacheNeverServesAnOlderVersion(t, a)
+}
+
+// The same on a Redis Cluster of three masters: the entries, leases,
+// fills and invalidations of one request fall on several nodes.
+func TestCacheNeverServesAnOlderVersionOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	addrs := testenv.RedisCluster(t)
+	a, _ := openTestWith(t, func(c *Config) { c.Redis.Addrs, c.Redis.Cluster = addrs, true })
+	cacheNeverServesAnOlderVersion(t, a)
+}
+
+// cacheNeverServesAnOlderVersion runs the test on a and a second store
+// (server) on a's shards and Redis.
+func cacheNeverServesAnOlderVersion(t *testing.T, a *Store) {
+	b, err := Open(ctx, Config{Map: a.cfg.Map, CursorSecret: []byte("test"), Redis: a.cfg.Redis, ObjectCache: a.cfg.ObjectCache})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	stores := []*Store{a, b}
+	neverOlder(t, []*Store{a, b}, ctx)
+}
+
+// neverOlder runs writers and readers on a few hot objects through
+// stores (servers sharing shards and Redis), readers under rctx, for 3 s,
+// and fails on any read older than what was acknowledged before it began.
+// It returns how many reads it made.
+func neverOlder(t *testing.T, stores []*Store, rctx context.Context) int64 {
+	a := stores[0]
 	var users, boards []uint64
 	for i := range 3 {
 		u := mustUser(t, a, fmt.Sprintf("hot%d", i))
@@ -106,15 +132,15 @@ func TestCacheNeverServesAnOlderVersion(t *testing.T) {
 				var u, bo model.Object
 				var err error
 				if rng.IntN(2) == 0 {
-					u, err = s.Get(ctx, users[i], idcodec.TypeUser)
+					u, err = s.Get(rctx, users[i], idcodec.TypeUser)
 					if err == nil {
-						bo, err = s.Get(ctx, boards[i], idcodec.TypeBoard)
+						bo, err = s.Get(rctx, boards[i], idcodec.TypeBoard)
 					}
 				} else {
 					var got []model.Object
-					if got, err = s.GetMany(ctx, []uint64{users[i]}, idcodec.TypeUser); err == nil && len(got) == 1 {
+					if got, err = s.GetMany(rctx, []uint64{users[i]}, idcodec.TypeUser); err == nil && len(got) == 1 {
 						u = got[0]
-						got, err = s.GetMany(ctx, []uint64{boards[i]}, idcodec.TypeBoard)
+						got, err = s.GetMany(rctx, []uint64{boards[i]}, idcodec.TypeBoard)
 						if err == nil && len(got) == 1 {
 							bo = got[0]
 						}
@@ -135,12 +161,16 @@ func TestCacheNeverServesAnOlderVersion(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	close(stop)
 	wg.Wait()
-	hits := a.objects.cache.Stats().Hits.Load() + b.objects.cache.Stats().Hits.Load()
-	t.Logf("%d reads, %d cache hits, %d fills refused, %d violations", reads.Load(), hits,
-		a.objects.cache.Stats().Refused.Load()+b.objects.cache.Stats().Refused.Load(), violations.Load())
+	var hits, refused int64
+	for _, s := range stores {
+		hits += s.objects.cache.Stats().Hits.Load()
+		refused += s.objects.cache.Stats().Refused.Load()
+	}
+	t.Logf("%d reads, %d cache hits, %d fills refused, %d violations", reads.Load(), hits, refused, violations.Load())
 	if hits == 0 {
 		t.Fatal("the cache answered no read: the test proves nothing")
 	}
+	return reads.Load()
 }
 
 // Redis unreachable for the writer but not for a reader (the window a

@@ -55,7 +55,7 @@ func (s *Store) Feed(ctx context.Context, user uint64, p model.Page) (model.List
 	if _, err := s.readPoint(ctx, op, sh, idcodec.TypeUser, local, 0); err != nil {
 		return model.List{}, err
 	}
-	entries, err := shardsql.ReadPage(ctx, sh.Host.DB, sh.DB, shardsql.FeedTable, user, q)
+	entries, err := shardsql.ReadPage(ctx, s.reader(ctx, sh).DB, sh.DB, shardsql.FeedTable, user, q) // replica hook
 	if err != nil {
 		return model.List{}, classify(op, sh, err)
 	}

@@ -64,7 +64,7 @@ func (s *Store) pullOrPush(ctx context.Context, tx *shardsql.Tx, sh topology.Sha
 // position, of the pulled authors follower follows: one statement for
 // their list, then one per host holding their pins, concurrently.
 func (s *Store) pulledPins(ctx context.Context, op string, fsh topology.Shard, follower uint64, q shardsql.Page) ([]model.Entry, error) {
-	authors, err := shardsql.PulledAuthors(ctx, fsh.Host.DB, fsh.DB, follower)
+	authors, err := shardsql.PulledAuthors(ctx, s.reader(ctx, fsh).DB, fsh.DB, follower) // replica hook
 	if err != nil || len(authors) == 0 {
 		return nil, classify(op, fsh, err)
 	}
@@ -79,7 +79,7 @@ func (s *Store) pulledPins(ctx context.Context, op string, fsh topology.Shard, f
 	var out []model.Entry
 	results := make(chan []model.Entry, len(byHost))
 	err = eachHost(byHost, func(h *topology.Host, as []shardsql.AuthorAt) error {
-		e, err := shardsql.ReadPulledPins(ctx, h.DB, as, q)
+		e, err := shardsql.ReadPulledPins(ctx, s.hostReader(ctx, h).DB, as, q) // replica hook
 		if err != nil {
 			return shardsql.Classify(op, h.Name, err)
 		}

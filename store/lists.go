@@ -81,7 +81,7 @@ func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint6
 	}
 	if p.TimeRange() && m.Colocated() {
 		// Only a list without an inverse can be ordered by hand.
-		hand, err := shardsql.HandOrdered(ctx, sh.Host.DB, sh.DB, m, from)
+		hand, err := shardsql.HandOrdered(ctx, s.reader(ctx, sh).DB, sh.DB, m, from) // replica hook
 		if err != nil {
 			return model.List{}, nil, classify(op, sh, err)
 		}
@@ -93,10 +93,11 @@ func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint6
 	var entries []model.Entry
 	var objs []model.Object
 	foreign := false
+	db := s.reader(ctx, sh).DB // replica hook
 	if withObjects {
-		entries, objs, foreign, err = shardsql.ReadPageObjects(ctx, sh.Host.DB, sh.DB, m, from, q, p.Limit)
+		entries, objs, foreign, err = shardsql.ReadPageObjects(ctx, db, sh.DB, m, from, q, p.Limit)
 	} else {
-		entries, err = shardsql.ReadPage(ctx, sh.Host.DB, sh.DB, m.Table(), from, q)
+		entries, err = shardsql.ReadPage(ctx, db, sh.DB, m.Table(), from, q)
 	}
 	if err != nil {
 		return model.List{}, nil, classify(op, sh, err)
@@ -193,7 +194,7 @@ func (s *Store) Count(ctx context.Context, m model.Mapping, from uint64) (int64,
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	n, err := shardsql.Count(ctx, sh.Host.DB, sh.DB, m, from)
+	n, err := shardsql.Count(ctx, s.reader(ctx, sh).DB, sh.DB, m, from) // replica hook
 	return n, classify(op, sh, err)
 }
 
@@ -311,7 +312,7 @@ func (s *Store) HasMany(ctx context.Context, m model.Mapping, from uint64, tos [
 	if len(tos) == 0 {
 		return out, nil
 	}
-	in, err := shardsql.ListedAmong(ctx, sh.Host.DB, sh.DB, m, from, tos)
+	in, err := shardsql.ListedAmong(ctx, s.reader(ctx, sh).DB, sh.DB, m, from, tos) // replica hook
 	if err != nil {
 		return nil, classify(op, sh, err)
 	}
@@ -350,7 +351,9 @@ func (s *Store) GetMany(ctx context.Context, ids []uint64, typ idcodec.Type) ([]
 			want = append(want, id)
 		}
 	}
-	objs, err := s.cachedObjects(ctx, want, func(ids []uint64) ([]model.Object, error) { return s.getMany(ctx, op, ids, typ) })
+	objs, err := s.cachedObjects(ctx, want, func(ctx context.Context, ids []uint64) ([]model.Object, error) {
+		return s.getMany(ctx, op, ids, typ)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -395,7 +398,7 @@ func (s *Store) getMany(ctx context.Context, op string, ids []uint64, typ idcode
 	var mu sync.Mutex
 	found := make(map[uint64]model.Object, len(ids))
 	err := eachHost(byHost, func(h *topology.Host, parts []shardsql.ObjectSelect) error {
-		err := shardsql.ReadObjects(ctx, h.DB, parts, func(i int, r shardsql.Row, _ int64) {
+		err := shardsql.ReadObjects(ctx, s.hostReader(ctx, h).DB, parts, func(i int, r shardsql.Row, _ int64) { // replica hook
 			if !model.ActiveOf(r.Doc) {
 				return
 			}

@@ -221,7 +221,7 @@ func (s *Store) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Obj
 		}
 		return r.Row.Object(sh.DB, typ), nil
 	}
-	objs, err := s.cachedObjects(ctx, []uint64{id}, func([]uint64) ([]model.Object, error) {
+	objs, err := s.cachedObjects(ctx, []uint64{id}, func(ctx context.Context, _ []uint64) ([]model.Object, error) {
 		r, err := s.readPoint(ctx, op, sh, typ, local, 0)
 		if model.IsCode(err, model.ENotFound) {
 			return nil, nil

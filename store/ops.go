@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
 
@@ -64,10 +65,16 @@ type HostStatus struct {
 	Ranges  []string `json:"ranges"`
 	OK      bool     `json:"ok"`
 	Error   string   `json:"error,omitempty"`
+
+	// Replication (replica hook): the master's GTID position and mode,
+	// and each replica's state.
+	ReplicaReads bool                `json:"replica_reads"`
+	Replication  replicas.HostReport `json:"replication"`
 }
 
 // Hosts reports every host of the map in force, its ranges and whether it
-// answers a ping within a second.
+// answers a ping within a second, and for a host with replicas what its
+// master and each replica say about replication (replicas.Describe).
 func (s *Store) Hosts(ctx context.Context) []HostStatus {
 	t := s.router.Current()
 	health := map[string]model.Health{}
@@ -77,9 +84,10 @@ func (s *Store) Hosts(ctx context.Context) []HostStatus {
 	var out []HostStatus
 	for _, h := range t.Hosts() {
 		st := HostStatus{Name: h.Name, Addr: h.Addr, OK: health["mysql:"+h.Name].OK, Error: health["mysql:"+h.Name].Error}
-		if r := t.Map().Hosts[h.Name].Replica; r != "" {
-			st.Replica = shardmap.HostAddr(r)
+		if rs := t.Map().Hosts[h.Name].ReplicaDSNs(); len(rs) > 0 {
+			st.Replica = shardmap.HostAddr(rs[0])
 		}
+		st.ReplicaReads, st.Replication = h.ReplicaReads, s.replicas.Describe(ctx, h)
 		for _, r := range t.Map().Ranges {
 			if r.Host == h.Name {
 				desc := fmt.Sprintf("%d-%d", r.First, r.Last)
@@ -127,7 +135,8 @@ func (s *Store) ShardMapInfo(ctx context.Context) model.ShardMapInfo {
 		info.Servers = servers
 	}
 	for _, h := range s.Hosts(ctx) {
-		info.Hosts = append(info.Hosts, model.HostInfo{Name: h.Name, Addr: h.Addr, Replica: h.Replica, OK: h.OK, Error: h.Error})
+		info.Hosts = append(info.Hosts, model.HostInfo{Name: h.Name, Addr: h.Addr, Replica: h.Replica, OK: h.OK, Error: h.Error,
+			GTIDPosition: h.Replication.GTIDPosition, SemiSync: h.Replication.SemiSync, ReplicaReads: h.ReplicaReads, Replicas: h.Replication.Replicas})
 	}
 	sort.Slice(info.Hosts, func(i, j int) bool { return info.Hosts[i].Name < info.Hosts[j].Name })
 	for _, r := range m.Ranges {

@@ -10,6 +10,7 @@ import (
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/pointread"
+	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardsql"
 	"github.com/pinstore/pinstore/store/topology"
 )
@@ -63,7 +64,12 @@ func (s *Store) inTx(ctx context.Context, op string, sh topology.Shard, fn func(
 	defer release()
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	tx, err := sh.Host.DB.BeginTxx(ctx, nil)
+	c, err := replicas.Begin(ctx, sh.Host) // replica hook: the commit's GTID goes into the request's token
+	if err != nil {
+		return classify(op, sh, err)
+	}
+	defer c.Close()
+	tx, err := c.BeginTxx(ctx, nil)
 	if err != nil {
 		return classify(op, sh, err)
 	}
@@ -84,6 +90,7 @@ func (s *Store) inTx(ctx context.Context, op string, sh topology.Shard, fn func(
 	if err := tx.Commit(); err != nil {
 		return classify(op, sh, err)
 	}
+	c.Committed(ctx) // replica hook
 	if token != 0 {
 		s.objects.invalidate(ctx, sh.DB, t.Touched(), token) // before the write is acknowledged
 	}
@@ -154,7 +161,7 @@ func liveDoc(op string, typ idcodec.Type, r shardsql.Row, err error) (model.Doc,
 // deleted object is ENotFound; a driver error is classified.
 func (s *Store) readPoint(ctx context.Context, op string, sh topology.Shard, typ idcodec.Type, local uint64, count model.Mapping) (*pointread.Read, error) {
 	r := &pointread.Read{DB: sh.DB, Type: typ, Local: local, Count: count}
-	err := sh.Host.Reads.Do(ctx, r)
+	err := s.reader(ctx, sh).Reads.Do(ctx, r) // replica hook
 	if errors.Is(err, sql.ErrNoRows) || err == nil && !model.ActiveOf(r.Row.Doc) {
 		return nil, notFound(op, typ)
 	}

@@ -10,6 +10,7 @@
 //	topology    the map in force: shard → host pool and database dbNNNNN
 //	shardsql    the statements of one shard database
 //	pointread   reads by id coalesced per host
+//	replicas    replica lag, the pool a read uses, consistency tokens
 //	fanout      the feed fan-out workers and the outbox sweep
 //	ownercache  the Redis pin → owner hashes
 //	reshard     moving shard ranges between hosts (never imports store)
@@ -53,6 +54,7 @@ import (
 	"github.com/pinstore/pinstore/store/objcache"
 	"github.com/pinstore/pinstore/store/ownercache"
 	"github.com/pinstore/pinstore/store/pointread"
+	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardmap"
 	"github.com/pinstore/pinstore/store/topology"
 )
@@ -85,8 +87,13 @@ type Config struct {
 	WriteBufferMax int64
 	Redis          RedisConfig
 	ObjectCache    ObjectCacheConfig
-	Logger         *slog.Logger
-	Registerer     prometheus.Registerer
+	// ReplicaReads lets every host's replicas serve reads
+	// (PINSTORE_REPLICA_READS), besides hosts whose map entry says so;
+	// Replicas tunes the lag bound and the token wait (package replicas).
+	ReplicaReads bool
+	Replicas     replicas.Config
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer
 }
 
 // RedisConfig names the Redis (or Redis Cluster) holding the owner cache.
@@ -130,6 +137,7 @@ type Store struct {
 	ownerCache *ownercache.Cache
 	owners     *ownercache.Guard // nil when the cache is disabled
 	objects    *objectCache      // off when Redis or the object cache is disabled
+	replicas   *replicas.Tracker // replica lag and the pool each read uses (replicas.go)
 
 	stop context.CancelFunc // stops the background loops
 	done chan struct{}      // closed when they have stopped
@@ -175,6 +183,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		PoolSize: cfg.PoolSize,
 		Reads:    pointread.Config{Lanes: cfg.PointReadLanes, Timeout: cfg.QueryTimeout, Stats: s.readStats},
 		Logger:   cfg.Logger,
+
+		ReplicaReads: cfg.ReplicaReads,
 	})
 	if err != nil {
 		return nil, err
@@ -203,6 +213,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if s.objects.on() {
 		wg.Go(func() { s.cacheLoop(loops) })
 	}
+	s.startReplicas(loops, &wg)
 	go func() {
 		wg.Wait()
 		close(s.done)

@@ -155,11 +155,11 @@ func TestWatchMapReloads(t *testing.T) {
 	}
 
 	// Garbage, a map that changes the shard count, and a map with no
-	// writable open range are each rejected and logged; the map stays.
+	// open range are each rejected and logged; the map stays.
 	for _, bad := range []struct{ name, body, why string }{
 		{"garbage", "shards: [this is not\n", "yaml"},
 		{"shard count", strings.Replace(f.text(ro...), fmt.Sprintf("shards: %d\n", testShards), "shards: 16\n", 1), "gap"},
-		{"nothing writable", f.text("{shards: 0-3, host: h0, read_only: true}", "{shards: 4-7, host: h0, read_only: true}"), "no writable range"},
+		{"nothing open", f.text("{shards: 0-3, host: h0, open: false}", "{shards: 4-7, host: h0, open: false}"), "no range is open"},
 	} {
 		writeRaw(t, f.path, bad.body)
 		eventually(t, 2*time.Second, bad.name+": no error logged", func() bool {

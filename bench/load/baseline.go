@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,10 +26,11 @@ import (
 // no JSON encoding or decoding, no routing, only the statements a
 // minimal correct implementation needs.
 type baseline struct {
-	db     *sql.DB
-	prefix string
-	rc     *redis.Client
-	cache  *ownercache.Cache
+	db          *sql.DB
+	prefix      string
+	rc          *redis.Client
+	cache       *ownercache.Cache
+	cachePrefix string // the object cache's keys (the Redis limit)
 }
 
 type keyPos struct {
@@ -56,7 +58,7 @@ func openBaseline(ctx context.Context, c config, st *State) (*baseline, error) {
 	db.SetMaxOpenConns(c.pool)
 	db.SetMaxIdleConns(c.pool)
 	rc := redis.NewClient(&redis.Options{Addr: c.redisAddr, PoolSize: c.pool, ContextTimeoutEnabled: true})
-	b := &baseline{db: db, prefix: c.prefix, rc: rc, cache: ownercache.New(rc, ownercache.Options{Prefix: c.redisPrefix, Timeout: 2 * time.Second})}
+	b := &baseline{db: db, prefix: c.prefix, rc: rc, cachePrefix: c.cachePrefix, cache: ownercache.New(rc, ownercache.Options{Prefix: c.redisPrefix, Timeout: 2 * time.Second})}
 	if st.Cursor10k != "" && st.Depth10kTo == 0 {
 		// The entry at position 10,000 of the big board, newest first: the
 		// baseline's keyset starts after it, as the API's cursor does.
@@ -93,6 +95,49 @@ func (b *baseline) getPinBare(ctx context.Context, id uint64) error {
 	var ver int64
 	var c, u time.Time
 	return b.db.QueryRowContext(ctx, "SELECT doc, version, created_at, updated_at FROM "+b.dbOf(id)+".pins WHERE local_id = ?", idcodec.LocalOf(id)).Scan(&doc, &ver, &c, &u)
+}
+
+// cacheGet is the Redis limit of a read by id: one GET of the object's
+// cache entry. An entry that expired (the API side fills it again on its
+// next read) is a GET all the same; anything else that is not an object is
+// an error.
+func (b *baseline) cacheGet(ctx context.Context, id uint64) error {
+	v, err := b.rc.Get(ctx, b.cachePrefix+strconv.FormatUint(id, 10)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("redis limit: GET of %d: %w", id, err)
+	}
+	if len(v) == 0 || v[0] != 'V' {
+		return fmt.Errorf("redis limit: the entry of %d is not an object (a lease?)", id)
+	}
+	return nil
+}
+
+// cacheMGet is the Redis limit of a page's objects: one MGET of their
+// cache entries, as the server reads them (expired entries count, as in
+// cacheGet).
+func (b *baseline) cacheMGet(ctx context.Context, keys []string) error {
+	vals, err := b.rc.MGet(ctx, keys...).Result()
+	if err != nil {
+		return fmt.Errorf("redis limit: MGET: %w", err)
+	}
+	for i, v := range vals {
+		if s, ok := v.(string); ok && (len(s) == 0 || s[0] != 'V') {
+			return fmt.Errorf("redis limit: %s is not an object (a lease?)", keys[i])
+		}
+	}
+	return nil
+}
+
+// cacheKeys are the object cache's keys of ids.
+func (b *baseline) cacheKeys(ids []uint64) []string {
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = b.cachePrefix + strconv.FormatUint(id, 10)
+	}
+	return keys
 }
 
 // countDest is where the count columns of an object of typ scan to.

@@ -25,12 +25,13 @@ dur=${2:-10s}
 run=bench/load/run.sh
 dir=/tmp/bench
 lean=get-pin,get-pin-bare,board-page-d0,feed-200,linkbench,create-pin
+export PINSTORE_BENCH_TOKEN=bench-load-service-token-0123456789abcdef # run.sh's token
 flush() { redis-cli --scan --pattern 'bench:c:*' | xargs -r redis-cli del >/dev/null; }
 step() { # title, then bench/load flags
   title=$1
   shift
   printf '\n### %s\n' "$title" >>"$out"
-  "$dir/load" -addr 127.0.0.1:18081 -prefix bench_ -shards 64 -redis-prefix bench:o: \
+  "$dir/load" -addr 127.0.0.1:18081 -prefix bench_ -shards 64 -redis-prefix bench:o: -cache-prefix bench:c: \
     -state "$dir/state.json" -conns 32 -markdown "$dir/step.md" "$@" >/dev/null 2>"$dir/step.err" ||
     { cat "$dir/step.err" >&2; exit 1; }
   cat "$dir/step.md" >>"$out"

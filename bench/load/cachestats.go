@@ -27,6 +27,9 @@ func (a *apiClient) readCacheCounts(ctx context.Context) cacheCounts {
 	if err != nil {
 		return cacheCounts{}
 	}
+	if a.auth != "" {
+		req.Header.Set("Authorization", a.auth)
+	}
 	resp, err := a.hc.Do(req)
 	if err != nil {
 		return cacheCounts{}

@@ -15,19 +15,24 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
 )
 
 type config struct {
 	addr        string
+	token       string
 	dsn         string
 	prefix      string
 	shards      int
 	redisAddr   string
 	redisPrefix string
+	cachePrefix string
 	conns       int
 	pool        int
 	duration    time.Duration
@@ -40,6 +45,8 @@ type config struct {
 	boardPins   int
 	client      string
 	rounds      int
+	pids        cpuPIDs // the processes whose CPU is counted (cpu.go)
+	loadStart   string  // the load average when the run began
 }
 
 var allScenarios = []string{"get-pin", "get-pin-bare", "create-pin", "board-page-d0", "board-page-d10k-cursor", "board-page-d10k-offset", "feed-200", "owners-1000", "linkbench",
@@ -49,11 +56,13 @@ func main() {
 	var c config
 	var scen string
 	flag.StringVar(&c.addr, "addr", "http://127.0.0.1:8080", "base URL (or host:port) of a running pinstore")
+	flag.StringVar(&c.token, "token", os.Getenv("PINSTORE_BENCH_TOKEN"), "bearer token sent with every API request: a service token with scopes read, write and admin (/metrics); default $PINSTORE_BENCH_TOKEN, none when empty")
 	flag.StringVar(&c.dsn, "dsn", "root@tcp(127.0.0.1:3306)/", "MySQL DSN for the baseline (same host the server uses)")
 	flag.StringVar(&c.prefix, "prefix", "db", "shard database prefix (the server's PINSTORE_DB_PREFIX)")
 	flag.IntVar(&c.shards, "shards", 4096, "shard count (the server's PINSTORE_SHARDS)")
 	flag.StringVar(&c.redisAddr, "redis", "127.0.0.1:6379", "Redis address for the owner-cache baseline")
 	flag.StringVar(&c.redisPrefix, "redis-prefix", "pinstore:o:", "owner cache key prefix (the server's PINSTORE_REDIS_PREFIX)")
+	flag.StringVar(&c.cachePrefix, "cache-prefix", "pinstore:c:", "object cache key prefix (the server's PINSTORE_OBJECT_CACHE_PREFIX), for the Redis limit of the reads by id")
 	flag.IntVar(&c.conns, "conns", 32, "concurrent connections (workers)")
 	flag.IntVar(&c.pool, "pool", 64, "baseline MySQL pool size (the server's PINSTORE_POOL_SIZE, default 64)")
 	flag.DurationVar(&c.duration, "duration", 10*time.Second, "measured time per scenario and mode")
@@ -88,6 +97,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "load: -mode must be api, baseline or both")
 		os.Exit(2)
 	}
+	c.loadStart = loadAvg()
+	c.pids = findCPUPIDs(map[string]string{"pinstore": hostPort(c.addr), "mariadbd": dsnAddr(c.dsn), "redis-server": c.redisAddr})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	if err := run(ctx, c); err != nil {
@@ -97,9 +108,9 @@ func main() {
 }
 
 func run(ctx context.Context, c config) error {
-	api := newAPIClient(c.addr, c.conns)
+	api := newAPIClient(c.addr, c.token, c.conns)
 	if c.client == "lean" {
-		lean, err := newLeanClient(c.addr, c.conns)
+		lean, err := newLeanClient(c.addr, api.auth, c.conns)
 		if err != nil {
 			return err
 		}
@@ -149,6 +160,12 @@ func run(ctx context.Context, c config) error {
 				fmt.Fprintln(os.Stderr, "  ", res.summary())
 				r.base.merge(res)
 			}
+			if c.mode != "api" && sc.limit != nil {
+				fmt.Fprintf(os.Stderr, "running %s (redis limit) for %s at %d conns, round %d/%d…\n", name, rc.duration, c.conns, round+1, c.rounds)
+				res := measure(ctx, rc, sc.limit)
+				fmt.Fprintln(os.Stderr, "  ", res.summary())
+				r.limit.merge(res)
+			}
 		}
 		results = append(results, r)
 		if ctx.Err() != nil {
@@ -161,4 +178,22 @@ func run(ctx context.Context, c config) error {
 		return os.WriteFile(c.markdown, []byte(md), 0o644)
 	}
 	return nil
+}
+
+// hostPort is the host:port of a base URL.
+func hostPort(base string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}
+
+// dsnAddr is the host:port of a TCP MySQL DSN ("" for another network).
+func dsnAddr(dsn string) string {
+	mc, err := mysql.ParseDSN(dsn)
+	if err != nil || mc.Net != "tcp" {
+		return ""
+	}
+	return mc.Addr
 }

@@ -29,6 +29,9 @@ type scenario struct {
 	note string
 	api  opFunc
 	base opFunc
+	// limit, when set, is the cache's own limit: go-redis reading the very
+	// object-cache entries the api side reads, with nothing around it.
+	limit opFunc
 }
 
 type opStats struct {
@@ -133,7 +136,7 @@ func measure(ctx context.Context, c config, op opFunc) runResult {
 	cpuStart := make(chan cpuTimes, 1)
 	go func() {
 		time.Sleep(time.Until(measureFrom))
-		cpuStart <- readCPU()
+		cpuStart <- readCPU(c.pids)
 	}()
 	for i := 0; i < c.conns; i++ {
 		wg.Add(1)
@@ -175,7 +178,7 @@ func measure(ctx context.Context, c config, op opFunc) runResult {
 		}(i)
 	}
 	wg.Wait()
-	res.cpu = readCPU().sub(<-cpuStart)
+	res.cpu = readCPU(c.pids).sub(<-cpuStart)
 	res.elapsed = c.duration
 	if end := time.Since(measureFrom); end < c.duration {
 		res.elapsed = end
@@ -189,13 +192,24 @@ func measure(ctx context.Context, c config, op opFunc) runResult {
 }
 
 type scenarioResult struct {
-	name string
-	note string
-	api  runResult
-	base runResult
+	name  string
+	note  string
+	api   runResult
+	base  runResult
+	limit runResult // the Redis limit, when the scenario has one
 	// object cache lookups on the server during the api side (its
 	// warm-ups included), from /metrics
 	cache cacheDelta
+}
+
+// loadAvg is the 1, 5 and 15 minute load averages (/proc/loadavg), "?"
+// where there is none.
+func loadAvg() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(raw)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
 }
 
 func hostInfo() string {
@@ -234,18 +248,24 @@ func cpuCell(r runResult) (string, float64) {
 
 func renderMarkdown(c config, results []scenarioResult) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nRun %s: %s; -conns %d, -duration %s (after %s warm-up), -shards %d, -prefix %s, mode %s, -client %s, -rounds %d (api and baseline alternating).\n\n",
-		time.Now().UTC().Format(time.RFC3339), hostInfo(), c.conns, c.duration, c.warmup, c.shards, c.prefix, c.mode, c.client, c.rounds)
-	b.WriteString("| scenario | api ops/s | api p50 / p95 / p99 ms | baseline ops/s | baseline p50 / p95 / p99 ms | api ÷ baseline | errors api/base |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	fmt.Fprintf(&b, "\nRun %s: %s; -conns %d, -duration %s (after %s warm-up), -shards %d, -prefix %s, mode %s, -client %s, -rounds %d (api and baseline alternating); load average %s at the start, %s at the end.\n\n",
+		time.Now().UTC().Format(time.RFC3339), hostInfo(), c.conns, c.duration, c.warmup, c.shards, c.prefix, c.mode, c.client, c.rounds, c.loadStart, loadAvg())
+	b.WriteString("| scenario | api ops/s | api p50 / p95 / p99 ms | baseline ops/s | baseline p50 / p95 / p99 ms | api ÷ baseline | errors api/base | redis limit ops/s | api ÷ redis |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	ratioOf := func(a, b runResult) string {
+		if a.ran && b.ran && b.opsPerSec() > 0 {
+			return fmt.Sprintf("%.2f", a.opsPerSec()/b.opsPerSec())
+		}
+		return "–"
+	}
 	for _, r := range results {
 		ao, al := cell(r.api)
 		bo, bl := cell(r.base)
-		ratio := "–"
-		if r.api.ran && r.base.ran && r.base.opsPerSec() > 0 {
-			ratio = fmt.Sprintf("%.2f", r.api.opsPerSec()/r.base.opsPerSec())
+		lo, _ := cell(r.limit)
+		if r.limit.total.errors > 0 {
+			lo += fmt.Sprintf(" (%d errors)", r.limit.total.errors)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d/%d |\n", r.name, ao, al, bo, bl, ratio, r.api.total.errors, r.base.total.errors)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %d/%d | %s | %s |\n", r.name, ao, al, bo, bl, ratioOf(r.api, r.base), r.api.total.errors, r.base.total.errors, lo, ratioOf(r.api, r.limit))
 	}
 	var hits strings.Builder
 	for _, r := range results {
@@ -257,16 +277,25 @@ func renderMarkdown(c config, results []scenarioResult) string {
 		b.WriteString("\nObject cache hit ratio on the server during the api side (hits ÷ lookups, from /metrics, warm-ups included):\n\n| scenario | hits |\n| --- | ---: |\n")
 		b.WriteString(hits.String())
 	}
-	b.WriteString("\nCPU time per completed operation, µs, by process (load = the load generator: HTTP client, or the driver in the baseline), and baseline ÷ api of the total:\n\n")
-	b.WriteString("| scenario | api: " + strings.Join(cpuProcs, " / ") + " = total | baseline: " + strings.Join(cpuProcs, " / ") + " = total | baseline ÷ api |\n| --- | ---: | ---: | ---: |\n")
+	var counted []string
+	for _, p := range cpuProcs[1:] {
+		if _, ok := c.pids[p]; ok {
+			counted = append(counted, p+": the listener")
+		} else {
+			counted = append(counted, p+": every process so named")
+		}
+	}
+	fmt.Fprintf(&b, "\nCPU time per completed operation, µs, by process (load = the load generator: HTTP client, or the driver in the baseline; %s), and baseline ÷ api of the total:\n\n", strings.Join(counted, ", "))
+	b.WriteString("| scenario | api: " + strings.Join(cpuProcs, " / ") + " = total | baseline: " + strings.Join(cpuProcs, " / ") + " = total | baseline ÷ api | redis limit: " + strings.Join(cpuProcs, " / ") + " = total |\n| --- | ---: | ---: | ---: | ---: |\n")
 	for _, r := range results {
 		a, at := cpuCell(r.api)
 		bs, bt := cpuCell(r.base)
+		ls, _ := cpuCell(r.limit)
 		ratio := "–"
 		if at > 0 && bt > 0 {
 			ratio = fmt.Sprintf("%.2f", bt/at)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.name, a, bs, ratio)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", r.name, a, bs, ratio, ls)
 	}
 	for _, r := range results {
 		if len(r.api.ops) <= 1 && len(r.base.ops) <= 1 {

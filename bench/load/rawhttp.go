@@ -24,6 +24,7 @@ import (
 // chunked bodies, keep-alive.
 type leanClient struct {
 	host string // host:port
+	auth string // the Authorization header's value, "" for none
 	idle chan *leanConn
 }
 
@@ -34,7 +35,7 @@ type leanConn struct {
 	buf []byte
 }
 
-func newLeanClient(base string, conns int) (*leanClient, error) {
+func newLeanClient(base, auth string, conns int) (*leanClient, error) {
 	u, err := url.Parse(base)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("bad -addr %q", base)
@@ -42,7 +43,7 @@ func newLeanClient(base string, conns int) (*leanClient, error) {
 	if u.Scheme != "http" {
 		return nil, fmt.Errorf("the lean client speaks plain http only (use -client net for %s)", u.Scheme)
 	}
-	return &leanClient{host: u.Host, idle: make(chan *leanConn, 2*conns)}, nil
+	return &leanClient{host: u.Host, auth: auth, idle: make(chan *leanConn, 2*conns)}, nil
 }
 
 func (l *leanClient) get() (*leanConn, error) {
@@ -84,6 +85,11 @@ func (l *leanClient) do(ctx context.Context, method, path, ctype string, body []
 	w = append(w, " HTTP/1.1\r\nHost: "...)
 	w = append(w, l.host...)
 	w = append(w, "\r\n"...)
+	if l.auth != "" {
+		w = append(w, "Authorization: "...)
+		w = append(w, l.auth...)
+		w = append(w, "\r\n"...)
+	}
 	if body != nil || method != "GET" {
 		w = append(w, "Content-Length: "...)
 		w = strconv.AppendInt(w, int64(len(body)), 10)

@@ -31,7 +31,7 @@ func TestLeanClient(t *testing.T) {
 		case "/echo":
 			b, _ := io.ReadAll(r.Body)
 			w.Header().Set("Content-Type", "application/json")
-			io.WriteString(w, `{"id":"`+r.Method+" "+r.Header.Get("Content-Type")+" "+string(b)+`"}`)
+			io.WriteString(w, `{"id":"`+r.Method+" "+r.Header.Get("Content-Type")+" "+string(b)+" "+r.Header.Get("Authorization")+`"}`)
 		default:
 			http.Error(w, "no such thing", http.StatusNotFound)
 		}
@@ -43,7 +43,7 @@ func TestLeanClient(t *testing.T) {
 	}
 	srv.Start()
 	defer srv.Close()
-	l, err := newLeanClient(srv.URL, 1)
+	l, err := newLeanClient(srv.URL, "Bearer tok", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestLeanClient(t *testing.T) {
 	if err := l.do(ctx, "DELETE", "/empty", "", nil, nil); err != nil {
 		t.Fatalf("204: %v", err)
 	}
-	if err := l.do(ctx, "POST", "/echo", "application/json", []byte(`x`), &c); err != nil || c.ID != "POST application/json x" {
+	if err := l.do(ctx, "POST", "/echo", "application/json", []byte(`x`), &c); err != nil || c.ID != "POST application/json x Bearer tok" {
 		t.Fatalf("POST: %+v, %v", c, err)
 	}
 	var he *httpError

@@ -9,14 +9,18 @@
 #
 # The seed state (/tmp/bench/state.json) is kept between runs, so only the
 # first run seeds. pprof is served on 127.0.0.1:6060 (PINSTORE_DEBUG_ADDR).
+# Authentication is on, as in production: every request carries a service
+# token (scopes read, write, admin; PINSTORE_BENCH_TOKEN), and the rate
+# limit is checked on every request at a rate no run reaches.
 set -eu
 cd "$(dirname "$0")/../.."
-export PINSTORE_SHARDS=64 PINSTORE_DB_PREFIX=bench_ PINSTORE_REDIS_PREFIX=bench:o: PINSTORE_OBJECT_CACHE_PREFIX=bench:c: \
-  PINSTORE_CURSOR_SECRET=benchsecret PINSTORE_DEV=true PINSTORE_RATE_LIMIT=0 \
-  PINSTORE_DEBUG_ADDR=127.0.0.1:6060
 dir=/tmp/bench
 mkdir -p "$dir"
-load="-addr 127.0.0.1:18081 -prefix bench_ -shards 64 -redis-prefix bench:o: -state $dir/state.json -conns 32"
+export PINSTORE_SHARDS=64 PINSTORE_DB_PREFIX=bench_ PINSTORE_REDIS_PREFIX=bench:o: PINSTORE_OBJECT_CACHE_PREFIX=bench:c: \
+  PINSTORE_CURSOR_SECRET=benchsecret PINSTORE_RATE_LIMIT=1000000 \
+  PINSTORE_TOKENS_FILE=$dir/tokens.yaml PINSTORE_BENCH_TOKEN=bench-load-service-token-0123456789abcdef \
+  PINSTORE_DEBUG_ADDR=127.0.0.1:6060
+load="-addr 127.0.0.1:18081 -prefix bench_ -shards 64 -redis-prefix bench:o: -cache-prefix bench:c: -state $dir/state.json -conns 32"
 
 start() {
   bin=${1:-}
@@ -24,6 +28,7 @@ start() {
     bin=$dir/pinstore
     go build -o "$bin" ./cmd/pinstore
   fi
+  echo "$PINSTORE_BENCH_TOKEN" | "$bin" token hash --name bench-load --scopes read,write,admin >"$dir/tokens.yaml" 2>/dev/null
   "$bin" migrate >/dev/null
   "$bin" serve --addr 127.0.0.1:18081 >"$dir/server.log" 2>&1 &
   echo $! >"$dir/server.pid"

@@ -103,6 +103,7 @@ func buildScenario(name string, c config, st *State, a *apiClient, base *baselin
 		}
 		if base != nil {
 			sc.base = func(ctx context.Context, w *worker) (string, error) { return name, base.getPin(ctx, p.pin(w)) }
+			sc.limit = func(ctx context.Context, w *worker) (string, error) { return name, base.cacheGet(ctx, p.pin(w)) }
 		}
 	case "get-pin-bare":
 		// The API read of get-pin beside the bare primary-key select, which
@@ -113,6 +114,7 @@ func buildScenario(name string, c config, st *State, a *apiClient, base *baselin
 		}
 		if base != nil {
 			sc.base = func(ctx context.Context, w *worker) (string, error) { return name, base.getPinBare(ctx, p.pin(w)) }
+			sc.limit = func(ctx context.Context, w *worker) (string, error) { return name, base.cacheGet(ctx, p.pin(w)) }
 		}
 	case "create-pin":
 		sc.note = "POST /v1/pins on one of 58 boards"
@@ -135,6 +137,14 @@ func buildScenario(name string, c config, st *State, a *apiClient, base *baselin
 			sc.base = func(ctx context.Context, w *worker) (string, error) {
 				return name, base.boardPage(ctx, st.BigBoard, nil, 0)
 			}
+			// The limit: the page's 50 pins in one MGET, as the server reads
+			// them from the cache (without the page of the list itself).
+			ids, _, err := base.page(context.Background(), base.dbOf(st.BigBoard), "board_pins", st.BigBoard, nil, 0, 50)
+			if err != nil {
+				return sc, fmt.Errorf("%s: the first page: %w", name, err)
+			}
+			keys := base.cacheKeys(ids)
+			sc.limit = func(ctx context.Context, w *worker) (string, error) { return name, base.cacheMGet(ctx, keys) }
 		}
 	case "board-page-d10k-cursor":
 		if st.Cursor10k == "" {

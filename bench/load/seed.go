@@ -22,11 +22,12 @@ import (
 // connection per worker, so connections are reused, never re-dialled.
 type apiClient struct {
 	base string
+	auth string // the Authorization header ("Bearer <token>"), "" for none
 	hc   *http.Client
 	lean *leanClient // when set, requests go through it instead of hc
 }
 
-func newAPIClient(base string, conns int) *apiClient {
+func newAPIClient(base, token string, conns int) *apiClient {
 	tr := &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        conns * 2,
@@ -34,7 +35,11 @@ func newAPIClient(base string, conns int) *apiClient {
 		IdleConnTimeout:     90 * time.Second,
 		DisableCompression:  true,
 	}
-	return &apiClient{base: base, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	a := &apiClient{base: base, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	if token != "" {
+		a.auth = "Bearer " + token
+	}
+	return a
 }
 
 type httpError struct {
@@ -60,6 +65,9 @@ func (a *apiClient) do(ctx context.Context, method, path, ctype string, body []b
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", ctype)
+	}
+	if a.auth != "" {
+		req.Header.Set("Authorization", a.auth)
 	}
 	resp, err := a.hc.Do(req)
 	if err != nil {

@@ -3,7 +3,8 @@
 // server through a product's screens: users with unique usernames, boards,
 // pins, follows and likes, saves and secret boards, the "do I like / do I follow" calls one at a
 // time and for a set, lists and the feed carrying the viewer's state, counts,
-// time ranges, pages by cursor, and the errors a client must handle.
+// time ranges, pages by cursor, consistency tokens, and the errors a client
+// must handle.
 //
 //   PINSTORE_URL=http://127.0.0.1:8080 PINSTORE_TOKEN=<token> npx tsx clients/ts/current.ts
 //
@@ -184,6 +185,16 @@ void run("current client", [
       fails(await api.GET("/v1/boards/{id}/pins", { params: { path: { id: board.id }, query: { since: marks[3], until: marks[1] } } }), 400, "invalid_argument", "since after until");
       const likes = ok(await api.GET("/v1/users/{id}/likes", { params: { path: { id: ann.id }, query: { since: marks[0] } } }), 200, "ann's likes since mark 0");
       eq(likes.items.map((p) => p.id), [pins[3].id, pins[1].id], "ann's likes, newest first");
+    },
+  ],
+  [
+    "consistency tokens: a read sends one back and gets it again, a malformed one is refused",
+    async () => {
+      const token = "default=0-1-1";
+      const r = await api.GET("/v1/pins/{id}", { params: { path: { id: pins[0].id }, header: { "Pinstore-Consistency": token } } });
+      ok(r, 200, "a read with a token");
+      eq(r.response.headers.get("Pinstore-Consistency"), token, "the token, echoed (this server has no replica reads, so it adds nothing)");
+      fails(await api.GET("/v1/pins/{id}", { params: { path: { id: pins[0].id }, header: { "Pinstore-Consistency": "not a token" } } }), 400, "invalid_argument", "a malformed token");
     },
   ],
   [

@@ -16,6 +16,7 @@ import (
 // composeFile is the part of docker-compose.yml this test reads.
 type composeFile struct {
 	Services map[string]struct {
+		Image       string            `yaml:"image"`
 		Command     []string          `yaml:"command"`
 		Environment map[string]string `yaml:"environment"`
 		Volumes     []string          `yaml:"volumes"`
@@ -36,10 +37,23 @@ func TestDockerCompose(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &c); err != nil {
 		t.Fatalf("docker-compose.yml does not parse: %v", err)
 	}
-	for _, name := range []string{"mysql-a", "mysql-b", "redis", "provision", "api"} {
+	for _, name := range []string{"mysql-a", "mysql-a2", "mysql-b", "redis", "replica-init", "provision", "api"} {
 		if _, ok := c.Services[name]; !ok {
 			t.Fatalf("no service %q", name)
 		}
+	}
+	// The stack runs the server the tests prove, with binary logs.
+	for _, name := range []string{"mysql-a", "mysql-a2", "mysql-b"} {
+		svc := c.Services[name]
+		if svc.Image != "mariadb:10.11" || !slices.Contains(svc.Command, "--log-slave-updates") || !slices.Contains(svc.Command, "--gtid-strict-mode=ON") {
+			t.Errorf("%s runs %s with %v: want mariadb:10.11 with a binary log of what it replicates", name, svc.Image, svc.Command)
+		}
+	}
+	if got := strings.Join(c.Services["replica-init"].Command, " "); !strings.HasPrefix(got, "replica add --host mysql-a --dsn pinstore:pinstore@tcp(mysql-a2:3306)/") {
+		t.Errorf("replica-init runs %q", got)
+	}
+	if _, ok := c.Services["provision"].DependsOn["replica-init"]; !ok {
+		t.Error("provision does not wait for the replica: migrate would run before replication starts")
 	}
 	api := c.Services["api"]
 	if _, ok := api.DependsOn["provision"]; !ok {
@@ -131,9 +145,14 @@ func TestDockerCompose(t *testing.T) {
 		}
 	}
 	for name, h := range m.Hosts {
-		host := strings.TrimSuffix(strings.TrimPrefix(shardmap.HostAddr(h.Master), "tcp("), ":3306)")
-		if _, ok := c.Services[host]; !ok {
-			t.Errorf("map host %s points at %s, which is not a compose service", name, host)
+		for _, dsn := range append([]string{h.Master}, h.ReplicaDSNs()...) {
+			host := strings.TrimSuffix(strings.TrimPrefix(shardmap.HostAddr(dsn), "tcp("), ":3306)")
+			if _, ok := c.Services[host]; !ok {
+				t.Errorf("map host %s points at %s, which is not a compose service", name, host)
+			}
 		}
+	}
+	if rs := m.Hosts["mysql-a"].ReplicaDSNs(); len(rs) != 1 || shardmap.HostAddr(rs[0]) != "tcp(mysql-a2:3306)" {
+		t.Errorf("mysql-a's replicas in the compose map: %v", rs)
 	}
 }

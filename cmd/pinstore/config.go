@@ -8,6 +8,8 @@ import (
 
 	"github.com/pinstore/pinstore/auth"
 	"github.com/pinstore/pinstore/store"
+	"github.com/pinstore/pinstore/store/failover"
+	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardmap"
 	"github.com/pinstore/pinstore/store/topology"
 )
@@ -26,8 +28,9 @@ const defaultFeedSweep = 5 * time.Minute
 // PINSTORE_FEED_PULL_THRESHOLD, PINSTORE_REDIS_ADDRS,
 // PINSTORE_REDIS_CLUSTER, PINSTORE_REDIS_PASSWORD, PINSTORE_REDIS_PREFIX,
 // PINSTORE_REDIS_DISABLED, PINSTORE_OBJECT_CACHE, PINSTORE_OBJECT_CACHE_PREFIX,
-// PINSTORE_OBJECT_CACHE_TTL, PINSTORE_WRITE_BUFFER and
-// PINSTORE_WRITE_BUFFER_MAX. With PINSTORE_TOPOLOGY the map is read from
+// PINSTORE_OBJECT_CACHE_TTL, PINSTORE_WRITE_BUFFER,
+// PINSTORE_WRITE_BUFFER_MAX, PINSTORE_REPLICA_READS, PINSTORE_REPLICA_LAG
+// and PINSTORE_REPLICA_WAIT. With PINSTORE_TOPOLOGY the map is read from
 // etcd by openTopology: Map then holds only the shard count and prefix.
 func storeConfig(getenv func(string) string) (store.Config, error) {
 	var cfg store.Config
@@ -123,6 +126,25 @@ func storeConfig(getenv func(string) string) (store.Config, error) {
 		}
 		cfg.WriteBufferMax = n
 	}
+	// Replica reads: off unless the map or PINSTORE_REPLICA_READS turns
+	// them on; the lag a read without a token tolerates, and how long a
+	// read with one waits for a replica (README, Replicas and failover).
+	switch v := getenv("PINSTORE_REPLICA_READS"); v {
+	case "", "off":
+	case "on":
+		cfg.ReplicaReads = true
+	default:
+		return cfg, fmt.Errorf("PINSTORE_REPLICA_READS: %q is not on or off", v)
+	}
+	if cfg.Replicas.LagBound, err2 = durationFromEnv(getenv, "PINSTORE_REPLICA_LAG", replicas.DefaultLagBound, false); err2 != nil {
+		return cfg, err2
+	}
+	if cfg.Replicas.Wait, err2 = durationFromEnv(getenv, "PINSTORE_REPLICA_WAIT", replicas.DefaultWait, true); err2 != nil {
+		return cfg, err2
+	}
+	if cfg.Replicas.Wait == 0 {
+		cfg.Replicas.Wait = -1 // never wait: a replica must have the token's writes already
+	}
 	return cfg, nil
 }
 
@@ -214,3 +236,18 @@ func readAuthEnv(getenv func(string) string) authEnv {
 // adminToken is PINSTORE_ADMIN_TOKEN: the service token (scope admin) with
 // which move-shards asks servers which map they route by.
 func adminToken(getenv func(string) string) string { return getenv("PINSTORE_ADMIN_TOKEN") }
+
+// autoFailover reads PINSTORE_FAILOVER (off, the default, or auto) and
+// PINSTORE_FAILOVER_AFTER (how long a majority of the servers must have
+// seen a master unreachable; default 10s).
+func autoFailover(getenv func(string) string) (on bool, after time.Duration, err error) {
+	switch v := getenv("PINSTORE_FAILOVER"); v {
+	case "", "off":
+	case "auto":
+		on = true
+	default:
+		return false, 0, fmt.Errorf("PINSTORE_FAILOVER: %q is not off or auto", v)
+	}
+	after, err = durationFromEnv(getenv, "PINSTORE_FAILOVER_AFTER", failover.DefaultAfter, false)
+	return on, after, err
+}

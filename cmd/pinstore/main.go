@@ -31,6 +31,10 @@ commands:
   move-shards --range A-B --to HOST [--settle D] [--keep-source] [--abort]
                              move a range of shards to another host of the map
   topology push FILE | pull  the shard map into and out of etcd (PINSTORE_TOPOLOGY)
+  replica add --host HOST --dsn DSN [--semi-sync=true] [--rebuild]
+                             make a MariaDB server a replica of a host's master, named in the map
+  failover --host HOST [--to REPLICA]
+                             promote a replica of HOST to master; the old one is fenced
   id decode ID               print an ID's shard, type and local id as JSON
   id encode --shard S --type T --local L
                              print the ID with those parts
@@ -71,6 +75,10 @@ func runCommand(ctx context.Context, cmd string, rest []string, getenv func(stri
 		return runMoveShards(ctx, rest, getenv, stdout, stderr)
 	case "topology":
 		return runTopology(ctx, rest, getenv, stdout, stderr)
+	case "replica":
+		return runReplica(ctx, rest, getenv, stdout, stderr)
+	case "failover":
+		return runFailover(ctx, rest, getenv, stdout, stderr)
 	case "id":
 		return runID(rest, stdout, stderr)
 	case "token":

@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +22,8 @@ import (
 	"github.com/pinstore/pinstore/api"
 	"github.com/pinstore/pinstore/store"
 	"github.com/pinstore/pinstore/store/etcdtopo"
+	"github.com/pinstore/pinstore/store/failover"
+	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
 
@@ -28,6 +31,12 @@ import (
 // ObjectReader, ObjectWriter, Lister, MappingWriter, FeedReader,
 // OwnerCache, Ops).
 var _ api.Store = (*store.Store)(nil)
+
+// Consistency tokens are package replicas' (api.Config.Consistency).
+var _ api.Consistency = replicas.Tokens{}
+
+// defaultGCPercent is the garbage collector's target when GOGC is not set.
+const defaultGCPercent = 400
 
 // shutdownTimeout bounds the graceful shutdown: requests in flight get this
 // long to finish once the context is cancelled.
@@ -53,6 +62,12 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	if getenv("GOGC") == "" {
+		// The live heap is small (about 10 MB) and a request leaves a few
+		// KiB of garbage: at Go's default of 100 the collector ran some 40
+		// times a second under load.
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	authMW, authn, err := serveAuth(env.auth, *addr, logger) // token.go: refuses to start without tokens
 	if err != nil {
 		return err
@@ -66,6 +81,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	cfg, err := storeConfig(getenv)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	autoOn, autoAfter, err := autoFailover(getenv)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if autoOn && getenv("PINSTORE_TOPOLOGY") == "" {
+		return errors.New("serve: PINSTORE_FAILOVER=auto needs the topology in etcd (PINSTORE_TOPOLOGY): the servers elect the one that fails over there, and report there which masters they see down")
+	}
+	admin, err := mysqlAccess(getenv)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -157,7 +183,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if !logger.Enabled(ctx, slog.LevelInfo) {
 		accessLog = nil // PINSTORE_LOG_LEVEL above info: only 5xx lines, through logger
 	}
-	handler, err := api.New(api.Config{Store: st, Logger: logger, AccessLog: accessLog, Registry: reg, Limits: cfg.Limits, Auth: authMW})
+	handler, err := api.New(api.Config{Store: st, Logger: logger, AccessLog: accessLog, Registry: reg, Limits: cfg.Limits, Auth: authMW,
+		Consistency: replicas.Tokens{}})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -179,6 +206,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		f := followTopology(ctx, topo, st, ln.Addr().String(), logger)
 		defer f.Close() // after the last request: the registration goes with it
 		source.f = f
+		go reportDown(ctx, st, f)
+		if autoOn {
+			go runAutoFailover(ctx, topo, st, f.Registration().ID, admin, autoAfter, logger)
+		}
 	}
 	logger.Info("listening", "addr", ln.Addr().String())
 
@@ -267,4 +298,46 @@ func serveLogger(level string, w io.Writer) (*slog.Logger, error) {
 		}
 	}
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// reportDown keeps this server's registration saying which masters it
+// cannot reach (failover.Sightings), every half second, until ctx ends.
+func reportDown(ctx context.Context, st *store.Store, f *etcdtopo.Follower) {
+	tk := time.NewTicker(500 * time.Millisecond)
+	defer tk.Stop()
+	for {
+		f.SetDown(failover.Sightings(st.Router(), st.Replicas()))
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+		}
+	}
+}
+
+// runAutoFailover runs automatic failover (PINSTORE_FAILOVER=auto) until
+// ctx ends: this server campaigns, and fails over a master a majority of
+// the servers see down for after, as pinstore failover would.
+func runAutoFailover(ctx context.Context, topo *etcdTopo, st *store.Store, id string, access failover.Access, after time.Duration, logger *slog.Logger) {
+	m := st.Map()
+	failover.Auto(ctx, failover.AutoConfig{
+		ID: id, Client: topo.c, After: after, Logger: logger,
+		Options: failover.Options{
+			Home: topo.c.Home(), Shards: m.Shards, DBPrefix: m.DBPrefix, Access: access,
+			Lock: moveLock(etcdHome{topo.c.Home()}),
+			Confirm: func(ctx context.Context, version string) error {
+				_, err := topo.c.WaitDrained(ctx, version, 5*time.Second)
+				return err
+			},
+		},
+		LastSeen: func(host string) replicas.Pos {
+			for _, h := range st.Router().Current().Hosts() {
+				if h.Name == host {
+					p, _ := st.Replicas().MasterSeen(h)
+					return p
+				}
+			}
+			return nil
+		},
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store"
 )
 
@@ -84,7 +85,7 @@ func runShards(ctx context.Context, args []string, getenv func(string) string, s
 		fmt.Fprintf(stdout, "map version %s, revision %d in %s\n", m.Version(), topo.rev, topo.c.URL())
 	}
 	hosts := s.Hosts(ctx)
-	var down []string
+	var down, broken []string
 	for _, h := range hosts {
 		state := "up"
 		if !h.OK {
@@ -92,8 +93,22 @@ func runShards(ctx context.Context, args []string, getenv func(string) string, s
 			down = append(down, h.Name)
 		}
 		fmt.Fprintf(stdout, "host %-12s %-24s %s\n", h.Name, h.Addr, state)
-		if h.Replica != "" {
-			fmt.Fprintf(stdout, "  replica %s\n", h.Replica)
+		if len(h.Replication.Replicas) > 0 {
+			mode := "asynchronous"
+			if h.Replication.SemiSync {
+				mode = "semi-synchronous"
+			}
+			reads := "reads on the master only"
+			if h.ReplicaReads {
+				reads = "replicas serve reads"
+			}
+			fmt.Fprintf(stdout, "  master at GTID %s, %s, %s\n", orNone(h.Replication.GTIDPosition), mode, reads)
+		}
+		for _, r := range h.Replication.Replicas {
+			fmt.Fprintf(stdout, "  replica %-22s %s\n", r.Addr, replicaLine(r))
+			if !r.Replicating {
+				broken = append(broken, fmt.Sprintf("replica %s of host %s", r.Addr, h.Name))
+			}
 		}
 		for _, r := range h.Ranges {
 			fmt.Fprintf(stdout, "  shards %s\n", r)
@@ -117,7 +132,45 @@ func runShards(ctx context.Context, args []string, getenv func(string) string, s
 	if len(down) > 0 {
 		return fmt.Errorf("shards: %d of %d hosts not answering: %s", len(down), len(hosts), strings.Join(down, ", "))
 	}
+	if len(broken) > 0 {
+		return fmt.Errorf("shards: not replicating: %s", strings.Join(broken, ", "))
+	}
 	return nil
+}
+
+// replicaLine says in one line what a replica reports: replicating or
+// not (and why), what it applied, and how far behind it is.
+func replicaLine(r model.ReplicaInfo) string {
+	if !r.OK {
+		return "DOWN: " + r.Error
+	}
+	var b strings.Builder
+	if r.Replicating {
+		b.WriteString("replicating")
+	} else {
+		b.WriteString("NOT REPLICATING")
+	}
+	fmt.Fprintf(&b, ", applied %s, %d transactions behind", orNone(r.GTIDPosition), r.Behind)
+	if r.SecondsBehindMaster != nil {
+		fmt.Fprintf(&b, " (%d s by MariaDB)", *r.SecondsBehindMaster)
+	}
+	if r.LagMS != nil {
+		fmt.Fprintf(&b, ", lag %d ms", *r.LagMS)
+	}
+	if r.SemiSync {
+		b.WriteString(", semi-sync")
+	}
+	if r.Error != "" {
+		b.WriteString(": " + r.Error)
+	}
+	return b.String()
+}
+
+func orNone(gtid string) string {
+	if gtid == "" {
+		return "(none)"
+	}
+	return gtid
 }
 
 func runRepair(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

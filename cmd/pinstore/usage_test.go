@@ -28,7 +28,10 @@ func TestSubcommandHelp(t *testing.T) {
 		{[]string{"token", "-h"}, []string{"usage: pinstore token mint", "token hash"}},
 		{[]string{"token", "mint", "-h"}, []string{"usage: pinstore token mint", "-user", "-ttl"}},
 		{[]string{"token", "hash", "-help"}, []string{"usage: pinstore token hash", "-name", "-scopes"}},
-		{[]string{"-h"}, []string{"usage: pinstore COMMAND", "move-shards"}},
+		{[]string{"replica", "-h"}, []string{"usage: pinstore replica add"}},
+		{[]string{"replica", "add", "-h"}, []string{"usage: pinstore replica add", "-host", "-dsn", "-semi-sync", "-rebuild"}},
+		{[]string{"failover", "-h"}, []string{"usage: pinstore failover", "-host", "-to", "-catch-up"}},
+		{[]string{"-h"}, []string{"usage: pinstore COMMAND", "move-shards", "replica add", "failover"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

@@ -26,7 +26,20 @@ type Host struct {
 	mariadb string // path of mariadbd
 
 	mu   sync.Mutex
-	proc *hostProc // nil while stopped
+	proc *hostProc   // nil while stopped
+	opts HostOptions // how it starts (StartHostWith); under mu
+}
+
+// HostOptions start a host with more than the defaults (StartHostWith).
+type HostOptions struct {
+	// ServerID, when not 0, turns the binary log on with this server_id,
+	// with what MariaDB replication with GTIDs asks of every member:
+	// log_slave_updates, gtid_strict_mode, row-based events. Without it
+	// the host keeps no binary log, as the primary's tests need none.
+	ServerID int
+	// Args are more mariadbd options (--read-only, semi-synchronous
+	// replication …), used at every start until SetArgs changes them.
+	Args []string
 }
 
 // hosts holds every Host this process started, and the shared ones by name.
@@ -50,8 +63,15 @@ type sharedHost struct {
 // it skips tb, or fails it when CI=true.
 func StartHost(tb testing.TB, name string) *Host {
 	tb.Helper()
+	return StartHostWith(tb, name, HostOptions{})
+}
+
+// StartHostWith is StartHost with options: a host with a binary log and a
+// server id, for replication, and more mariadbd options.
+func StartHostWith(tb testing.TB, name string, opts HostOptions) *Host {
+	tb.Helper()
 	begin := time.Now()
-	h, err := startHost(name)
+	h, err := startHostWith(name, opts)
 	report(tb, err, hostHowTo)
 	tb.Cleanup(h.destroy)
 	h.logUp(tb, "host", begin)
@@ -96,7 +116,10 @@ func SharedHost(tb testing.TB, name string) *Host {
 }
 
 // startHost installs and starts a host and registers it for Cleanup.
-func startHost(name string) (*Host, error) {
+func startHost(name string) (*Host, error) { return startHostWith(name, HostOptions{}) }
+
+// startHostWith is startHost with options.
+func startHostWith(name string, opts HostOptions) (*Host, error) {
 	if !hostRe.MatchString(name) {
 		return nil, fmt.Errorf("host name %q must match %s", name, hostRe)
 	}
@@ -118,7 +141,8 @@ func startHost(name string) (*Host, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	h := &Host{name: name, port: port, dir: dir, mariadb: mariadbd}
+	opts.Args = append([]string(nil), opts.Args...)
+	h := &Host{name: name, port: port, dir: dir, mariadb: mariadbd, opts: opts}
 	hosts.mu.Lock()
 	if hosts.all == nil {
 		hosts.all = map[*Host]bool{}
@@ -210,6 +234,15 @@ func (h *Host) Start(tb testing.TB) {
 	if err := h.startLocked(); err != nil {
 		tb.Fatalf("testenv: start host %s: %v", h.name, err)
 	}
+}
+
+// SetArgs replaces the extra mariadbd options (HostOptions.Args) of the
+// host's next Start, as an operator changes a server's configuration
+// before starting it again.
+func (h *Host) SetArgs(args []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.opts.Args = append([]string(nil), args...)
 }
 
 // Running reports whether the server process is running (started and not

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,7 +93,13 @@ func (h *Host) install(installDB string) error {
 // it accepts connections; on failure the error holds the error log's tail.
 // The caller holds h.mu and h is stopped.
 func (h *Host) startLocked() error {
-	args := append(h.serverArgs(),
+	args := h.serverArgs()
+	if id := h.opts.ServerID; id != 0 {
+		args = slices.DeleteFunc(args, func(a string) bool { return a == "--skip-log-bin" })
+		args = append(args, "--log-bin="+filepath.Join(h.dir, "binlog"), "--server-id="+strconv.Itoa(id),
+			"--log-slave-updates", "--gtid-strict-mode=ON", "--binlog-format=ROW")
+	}
+	args = append(args,
 		"--port="+strconv.Itoa(h.port),
 		"--bind-address=127.0.0.1",
 		"--socket="+filepath.Join(h.dir, socketFile),
@@ -103,6 +110,7 @@ func (h *Host) startLocked() error {
 		"--table-definition-cache=2000",
 		"--performance-schema=0",
 	)
+	args = append(args, h.opts.Args...)
 	cmd := exec.Command(h.mariadb, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	p, err := startProc(cmd)

@@ -70,6 +70,10 @@ func (c *Client) Etcd() *clientv3.Client { return c.cli }
 // key is the full key of name under the prefix.
 func (c *Client) key(name string) string { return c.url.Prefix + "/" + name }
 
+// Key is the full key of name under the prefix, for what other packages
+// keep there (failover/leader, the automatic failover's election).
+func (c *Client) Key(name string) string { return c.key(name) }
+
 // MapKey is the key of the shard map.
 func (c *Client) MapKey() string { return c.key("map") }
 

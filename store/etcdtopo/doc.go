@@ -10,7 +10,9 @@
 //	P/map            the shard map, YAML in canonical form (shardmap.Map.Marshal)
 //	P/servers/<id>   one per running server: JSON Registration, under the server's lease
 //	P/move           the shard move in progress (its state, written by move-shards)
-//	P/locks/move/…   the lock a running move-shards holds (a lease-bound etcd mutex)
+//	P/locks/move/…   the lock a running move-shards holds (a lease-bound etcd mutex);
+//	                 pinstore failover holds it too
+//	P/failover/leader/…  the election of the server that runs automatic failover (package failover)
 //
 // Invariants:
 //   - Every change of a key here is a compare-and-swap on the revision

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"sync"
 	"time"
@@ -137,6 +138,20 @@ func (f *Follower) Registration() Registration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.reg
+}
+
+// SetDown records the masters this server cannot reach
+// (Registration.Down) and writes the registration when that changed.
+func (f *Follower) SetDown(down map[string]Sighting) {
+	f.mu.Lock()
+	if maps.Equal(f.reg.Down, down) || len(f.reg.Down) == 0 && len(down) == 0 {
+		f.mu.Unlock()
+		return
+	}
+	f.reg.Down = maps.Clone(down)
+	f.reg.Updated, f.dirty = time.Now().UTC(), true
+	f.mu.Unlock()
+	f.kickLease()
 }
 
 func (f *Follower) touch() {

@@ -27,6 +27,17 @@ type Registration struct {
 	Started time.Time `json:"started"`
 	Updated time.Time `json:"updated"`
 	PID     int       `json:"pid"`
+	// Down lists, by host name, the masters this server cannot reach, and
+	// since when: what an automatic failover counts (package failover).
+	Down map[string]Sighting `json:"down,omitempty"`
+}
+
+// Sighting is a master a server cannot reach: its address (a failover
+// changes it, and a sighting of the old master says nothing of the new)
+// and since when every try failed.
+type Sighting struct {
+	Master string    `json:"master"`
+	Since  time.Time `json:"since"`
 }
 
 // serversKey is the prefix of every registration.

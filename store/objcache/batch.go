@@ -16,7 +16,7 @@ import (
 // a fraction of one, which is most of what a cache hit costs.
 
 const (
-	defaultLanes = 2
+	defaultLanes = 1
 	maxBatchKeys = 500
 )
 
@@ -38,15 +38,17 @@ type reader struct {
 }
 
 // read returns the values of keys (nil for a missing key), alone or in
-// one command with the reads queued behind it.
-func (r *reader) read(ctx context.Context, keys []string) ([][]byte, error) {
+// one command with the reads queued behind it. Every round trip is bounded
+// by c's timeout (Cache.roundTrip); a caller waiting for a lane stops
+// waiting when ctx is done.
+func (r *reader) read(ctx context.Context, c *Cache, keys []string) ([][]byte, error) {
 	req := &readReq{keys: keys}
 	r.mu.Lock()
 	if r.busy < r.lanes {
 		r.busy++
 		r.mu.Unlock()
-		r.run(ctx, []*readReq{req})
-		r.drain(ctx)
+		r.run(c.roundTrip(ctx), []*readReq{req})
+		r.drain(ctx, c)
 		return req.vals, req.err
 	}
 	req.done = make(chan struct{})
@@ -64,7 +66,7 @@ func (r *reader) read(ctx context.Context, keys []string) ([][]byte, error) {
 
 // drain runs the queued reads in batches until the queue is empty, then
 // frees the lane.
-func (r *reader) drain(ctx context.Context) {
+func (r *reader) drain(ctx context.Context, c *Cache) {
 	for {
 		r.mu.Lock()
 		if len(r.queue) == 0 {
@@ -80,7 +82,7 @@ func (r *reader) drain(ctx context.Context) {
 		batch := append([]*readReq(nil), r.queue[:n]...)
 		r.queue = append(r.queue[:0], r.queue[n:]...)
 		r.mu.Unlock()
-		r.run(context.WithoutCancel(ctx), batch) // other callers' reads: not this caller's cancellation
+		r.run(c.roundTrip(ctx), batch) // other callers' reads: never cancelled, bounded by the timeout
 		for _, req := range batch {
 			close(req.done)
 		}
@@ -90,9 +92,12 @@ func (r *reader) drain(ctx context.Context) {
 // run reads every key of batch with one command (MGET), or with a
 // pipeline of GETs on a Redis Cluster (one round trip per node).
 func (r *reader) run(ctx context.Context, batch []*readReq) {
-	var keys []string
-	for _, req := range batch {
-		keys = append(keys, req.keys...)
+	keys := batch[0].keys
+	if len(batch) > 1 {
+		keys = nil
+		for _, req := range batch {
+			keys = append(keys, req.keys...)
+		}
 	}
 	vals, err := r.fetch(ctx, keys)
 	i := 0

@@ -117,8 +117,31 @@ func New(client redis.UniversalClient, opts Options) *Cache {
 	return c
 }
 
-// key is the Redis key of an object.
-func (c *Cache) key(id uint64) string { return c.prefix + strconv.FormatUint(id, 10) }
+// key is the Redis key of an object, built with one allocation.
+func (c *Cache) key(id uint64) string {
+	var buf [64]byte
+	return string(strconv.AppendUint(append(buf[:0], c.prefix...), id, 10))
+}
+
+// roundTrip is the context of one round trip to Redis: its deadline (now
+// plus Options.Timeout) bounds the client's socket reads and writes
+// (go-redis with ContextTimeoutEnabled), it carries its parent's values,
+// and nothing cancels it. A timer per read and a child of every request's
+// context (what context.WithTimeout costs) would be a tenth of a cached
+// read's CPU; the socket deadline bounds the round trip as well.
+type roundTrip struct {
+	parent   context.Context
+	deadline time.Time
+}
+
+func (c *Cache) roundTrip(parent context.Context) *roundTrip {
+	return &roundTrip{parent: parent, deadline: time.Now().Add(c.wait)}
+}
+
+func (r *roundTrip) Deadline() (time.Time, bool) { return r.deadline, true }
+func (r *roundTrip) Done() <-chan struct{}       { return nil }
+func (r *roundTrip) Err() error                  { return nil }
+func (r *roundTrip) Value(key any) any           { return r.parent.Value(key) }
 
 // Lease is a reader's right to fill one missed entry.
 type Lease string
@@ -130,13 +153,11 @@ type Lease string
 // anything missed. On a Redis failure it returns the error
 // (counted) and no hits: the caller reads MySQL and does not fill.
 func (c *Cache) Get(ctx context.Context, ids []uint64) (map[uint64]model.Object, map[uint64]Lease, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.wait)
-	defer cancel()
 	keys := make([]string, len(ids))
 	for i, id := range ids {
 		keys[i] = c.key(id)
 	}
-	vals, err := c.reads.read(ctx, keys)
+	vals, err := c.reads.read(ctx, c, keys)
 	if err != nil {
 		c.errs.Inc()
 		return nil, nil, err
@@ -157,7 +178,7 @@ func (c *Cache) Get(ctx context.Context, ids []uint64) (map[uint64]model.Object,
 	if len(missed) == 0 {
 		return hits, nil, nil
 	}
-	leases, err := c.lease(ctx, missed)
+	leases, err := c.lease(c.roundTrip(ctx), missed)
 	if err != nil {
 		c.errs.Inc()
 		return hits, nil, nil // the hits stand; the misses are read without a fill

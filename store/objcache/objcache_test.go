@@ -3,6 +3,7 @@ package objcache
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"sync"
@@ -27,7 +28,77 @@ func TestMain(m *testing.M) {
 
 var ctx = context.Background()
 
-func newCache(t *testing.T, opts Options) (*Cache, redis.UniversalClient) {
+// newCacheFunc returns a Cache under a prefix of the test's own, and the
+// client it uses.
+type newCacheFunc func(t testing.TB, opts Options) (*Cache, redis.UniversalClient)
+
+// protocol is what the cache promises, run on one Redis (TestProtocol) and
+// on a Redis Cluster (TestProtocolOnACluster).
+var protocol = []struct {
+	name string
+	test func(*testing.T, newCacheFunc)
+}{
+	{"LeaseAndFill", testLeaseAndFill},
+	{"InvalidationRefusesAStaleFill", testInvalidationRefusesAStaleFill},
+	{"TTLAndMany", testTTLAndMany},
+	{"CoalescedReadsAnswerEachCaller", testCoalescedReadsAnswerEachCaller},
+}
+
+func TestProtocol(t *testing.T) {
+	for _, p := range protocol {
+		t.Run(p.name, func(t *testing.T) { p.test(t, newCache) })
+	}
+}
+
+// The same protocol on a Redis Cluster of three masters: a batch's keys
+// fall on many slots and every node, so reads, leases, fills and
+// invalidations each go as one pipeline that the client splits per node.
+func TestProtocolOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	addrs := testenv.RedisCluster(t)
+	var roundTrips atomic.Int64 // to any node
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
+	client.OnNewNode(func(node *redis.Client) { node.AddHook(countHook{&roundTrips}) })
+	t.Cleanup(func() { client.Close() })
+	newClusterCache := func(t testing.TB, opts Options) (*Cache, redis.UniversalClient) {
+		opts.Prefix = testenv.UniquePrefix(t, "oc") + ":c:"
+		if opts.Timeout == 0 {
+			opts.Timeout = 2 * time.Second
+		}
+		if opts.Registerer == nil {
+			opts.Registerer = prometheus.NewRegistry()
+		}
+		return New(client, opts), client
+	}
+	for _, p := range protocol {
+		t.Run(p.name, func(t *testing.T) { p.test(t, newClusterCache) })
+	}
+
+	// Per-node batching: 300 ids spread over every node are read with one
+	// round trip per node, and their entries really are on every node.
+	c, _ := newClusterCache(t, Options{})
+	ids := fillPins(t, c, 5000, 300)
+	roundTrips.Store(0)
+	hits, _, err := c.Get(ctx, ids)
+	if err != nil || len(hits) != len(ids) {
+		t.Fatalf("%d hits of %d: %v", len(hits), len(ids), err)
+	}
+	if n := roundTrips.Load(); n != int64(len(addrs)) {
+		t.Errorf("reading %d entries took %d round trips, want one per node (%d)", len(ids), n, len(addrs))
+	}
+	for _, addr := range addrs {
+		nc := redis.NewClient(&redis.Options{Addr: addr})
+		n, err := nc.DBSize(ctx).Result()
+		nc.Close()
+		if err != nil || n == 0 {
+			t.Errorf("node %s holds %d keys (%v): the entries are not spread", addr, n, err)
+		}
+	}
+}
+
+func newCache(t testing.TB, opts Options) (*Cache, redis.UniversalClient) {
 	t.Helper()
 	addr := testenv.RedisAddr(t)
 	prefix := testenv.UniquePrefix(t, "oc")
@@ -35,10 +106,31 @@ func newCache(t *testing.T, opts Options) (*Cache, redis.UniversalClient) {
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
 	opts.Prefix = prefix + ":c:"
+	if opts.Timeout == 0 {
+		opts.Timeout = 2 * time.Second // a busy machine is not a Redis fault
+	}
 	if opts.Registerer == nil {
 		opts.Registerer = prometheus.NewRegistry()
 	}
 	return New(client, opts), client
+}
+
+// fillPins caches n pins, locals first…first+n-1 (version 1, pin i with
+// i likes), through a miss, its leases and a fill, and returns their ids.
+func fillPins(tb testing.TB, c *Cache, first uint64, n int) []uint64 {
+	tb.Helper()
+	var objs []model.Object
+	var ids []uint64
+	for i := range n {
+		o := pin(first+uint64(i), 1, int64(i))
+		objs, ids = append(objs, o), append(ids, o.ID)
+	}
+	_, leases, err := c.Get(ctx, ids)
+	if err != nil || len(leases) != n {
+		tb.Fatalf("leases %d of %d: %v", len(leases), n, err)
+	}
+	c.Fill(ctx, objs, leases)
+	return ids
 }
 
 func pin(local uint64, version int64, likes int64) model.Object {
@@ -66,7 +158,7 @@ func TestEncodeRoundTrip(t *testing.T) {
 
 // A miss takes a lease; the filler's copy becomes a hit; a second reader
 // meanwhile gets neither a hit nor a lease.
-func TestLeaseAndFill(t *testing.T) {
+func testLeaseAndFill(t *testing.T, newCache newCacheFunc) {
 	c, _ := newCache(t, Options{})
 	o := pin(1, 1, 0)
 	hits, leases, err := c.Get(ctx, []uint64{o.ID})
@@ -87,7 +179,7 @@ func TestLeaseAndFill(t *testing.T) {
 // The heart of it: a reader that missed, then read an old copy, cannot
 // fill once a write has invalidated the entry, so no reader after the
 // write sees the old copy.
-func TestInvalidationRefusesAStaleFill(t *testing.T) {
+func testInvalidationRefusesAStaleFill(t *testing.T, newCache newCacheFunc) {
 	reg := prometheus.NewRegistry()
 	c, _ := newCache(t, Options{Registerer: reg})
 	old := pin(2, 1, 0)
@@ -122,19 +214,9 @@ func TestInvalidationRefusesAStaleFill(t *testing.T) {
 }
 
 // Entries live TTL; many keys go in one round trip per call.
-func TestTTLAndMany(t *testing.T) {
+func testTTLAndMany(t *testing.T, newCache newCacheFunc) {
 	c, client := newCache(t, Options{TTL: 300 * time.Millisecond})
-	var objs []model.Object
-	var ids []uint64
-	for i := range 50 {
-		o := pin(uint64(100+i), 1, int64(i))
-		objs, ids = append(objs, o), append(ids, o.ID)
-	}
-	_, leases, err := c.Get(ctx, ids)
-	if err != nil || len(leases) != 50 {
-		t.Fatalf("leases %d %v", len(leases), err)
-	}
-	c.Fill(ctx, objs, leases)
+	ids := fillPins(t, c, 100, 50)
 	hits, _, _ := c.Get(ctx, ids)
 	if len(hits) != 50 || hits[ids[7]].Counts[0] != 7 {
 		t.Fatalf("%d hits", len(hits))
@@ -163,7 +245,7 @@ func TestRedisAway(t *testing.T) {
 
 // Concurrent reads are coalesced into shared commands, and each caller
 // still gets exactly its own entries.
-func TestCoalescedReadsAnswerEachCaller(t *testing.T) {
+func testCoalescedReadsAnswerEachCaller(t *testing.T, newCache newCacheFunc) {
 	c, client := newCache(t, Options{})
 	var objs []model.Object
 	var ids []uint64
@@ -176,7 +258,7 @@ func TestCoalescedReadsAnswerEachCaller(t *testing.T) {
 		t.Fatalf("leases %d %v", len(leases), err)
 	}
 	c.Fill(ctx, objs, leases)
-	var sent atomic.Int64 // commands this client sent
+	var sent atomic.Int64 // round trips this client made
 	client.AddHook(countHook{&sent})
 	var wg sync.WaitGroup
 	for g := range 64 {
@@ -200,13 +282,14 @@ func TestCoalescedReadsAnswerEachCaller(t *testing.T) {
 	}
 	wg.Wait()
 	cmds := sent.Load()
-	t.Logf("64×20 reads in %d Redis commands", cmds)
+	t.Logf("64×20 reads in %d Redis round trips", cmds)
 	if cmds >= 64*20 {
-		t.Fatalf("%d commands for %d reads: not coalesced", cmds, 64*20)
+		t.Fatalf("%d round trips for %d reads: not coalesced", cmds, 64*20)
 	}
 }
 
-// countHook counts the commands a client sends.
+// countHook counts the round trips a client (or a cluster's node) makes:
+// one per command, one per pipeline.
 type countHook struct{ n *atomic.Int64 }
 
 func (h countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -214,5 +297,54 @@ func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error { h.n.Add(1); return next(ctx, cmd) }
 }
 func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(int64(len(cmds))); return next(ctx, cmds) }
+	return func(ctx context.Context, cmds []redis.Cmder) error { h.n.Add(1); return next(ctx, cmds) }
+}
+
+// A Redis that accepts connections and never answers (paused, or a
+// partition that drops replies): every read, the one a lane sends and the
+// ones queued behind it, fails within a few timeouts, and the caller reads
+// MySQL instead.
+func TestGetIsBoundedByTheTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, conn) // read nothing, answer nothing
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, conn := range held {
+			conn.Close()
+		}
+	}()
+	client := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), ContextTimeoutEnabled: true, MaxRetries: -1, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
+	defer client.Close()
+	const timeout = 100 * time.Millisecond
+	c := New(client, Options{Timeout: timeout, Registerer: prometheus.NewRegistry()})
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Go(func() {
+			if _, _, err := c.Get(ctx, []uint64{uint64(i + 1)}); err == nil {
+				t.Errorf("Get from a Redis that never answers: no error")
+			}
+		})
+	}
+	wg.Wait()
+	if took := time.Since(start); took > 20*timeout {
+		t.Fatalf("16 reads from a Redis that never answers took %v; the timeout is %v", took, timeout)
+	}
 }

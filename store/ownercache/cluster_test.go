@@ -2,62 +2,15 @@ package ownercache_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/store/ownercache"
 )
-
-// startCluster starts a Redis Cluster of three masters on private loopback
-// ports and returns their addresses once every node reports cluster_state:ok.
-func startCluster(t *testing.T) []*redisServer {
-	t.Helper()
-	nodes := make([]*redisServer, 3)
-	for i := range nodes {
-		nodes[i] = startRedis(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000", "--hash-max-listpack-entries", "1024")
-	}
-	ctx := context.Background()
-	const slots = 16384
-	for i, n := range nodes {
-		c := redis.NewClient(&redis.Options{Addr: n.Addr()})
-		defer c.Close()
-		lo, hi := i*slots/len(nodes), (i+1)*slots/len(nodes)-1
-		if err := c.Do(ctx, "cluster", "addslotsrange", lo, hi).Err(); err != nil {
-			t.Fatalf("CLUSTER ADDSLOTSRANGE on %s: %v", n.Addr(), err)
-		}
-		if i > 0 {
-			if err := c.ClusterMeet(ctx, "127.0.0.1", fmt.Sprint(n.port)).Err(); err != nil {
-				t.Fatal(err)
-			}
-			first := redis.NewClient(&redis.Options{Addr: nodes[0].Addr()})
-			defer first.Close()
-			if err := first.ClusterMeet(ctx, "127.0.0.1", fmt.Sprint(n.port)).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for _, n := range nodes {
-		c := redis.NewClient(&redis.Options{Addr: n.Addr()})
-		defer c.Close()
-		for {
-			info, err := c.ClusterInfo(ctx).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_known_nodes:3") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("cluster not ready: %q %v", info, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	return nodes
-}
 
 // TestCluster runs the cache on a three-master Redis Cluster: a batch over
 // many buckets (hence slots and nodes) is one pipeline call that go-redis
@@ -67,11 +20,7 @@ func TestCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a Redis Cluster")
 	}
-	nodes := startCluster(t)
-	addrs := make([]string, len(nodes))
-	for i, n := range nodes {
-		addrs[i] = n.Addr()
-	}
+	addrs := testenv.RedisCluster(t, "--hash-max-listpack-entries", "1024")
 	hook := &countHook{}
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { client.Close() })
@@ -106,12 +55,12 @@ func TestCluster(t *testing.T) {
 	}
 
 	total := 0
-	for _, n := range nodes {
-		nc := redis.NewClient(&redis.Options{Addr: n.Addr()})
+	for _, addr := range addrs {
+		nc := redis.NewClient(&redis.Options{Addr: addr})
 		k := int(nc.DBSize(ctx).Val())
 		nc.Close()
 		if k == 0 {
-			t.Errorf("node %s holds no bucket", n.Addr())
+			t.Errorf("node %s holds no bucket", addr)
 		}
 		total += k
 	}
@@ -122,13 +71,13 @@ func TestCluster(t *testing.T) {
 	if warn, err := ownercache.CheckConfig(ctx, client, 0); err != nil || warn != "" {
 		t.Errorf("CheckConfig on a 1024 cluster = %q, %v", warn, err)
 	}
-	low := redis.NewClient(&redis.Options{Addr: nodes[1].Addr()})
+	low := redis.NewClient(&redis.Options{Addr: addrs[1]})
 	defer low.Close()
 	if err := low.ConfigSet(ctx, "hash-max-listpack-entries", "128").Err(); err != nil {
 		t.Fatal(err)
 	}
 	warn, err := ownercache.CheckConfig(ctx, client, 0)
-	if err != nil || !strings.Contains(warn, nodes[1].Addr()) || !strings.Contains(warn, "128") {
-		t.Errorf("CheckConfig with one node at 128 = %q, %v; want a warning naming %s", warn, err, nodes[1].Addr())
+	if err != nil || !strings.Contains(warn, addrs[1]) || !strings.Contains(warn, "128") {
+		t.Errorf("CheckConfig with one node at 128 = %q, %v; want a warning naming %s", warn, err, addrs[1])
 	}
 }

@@ -40,6 +40,9 @@ func (mv *mover) rewrite(ctx context.Context, expect string, edit func(*shardmap
 	if err != nil {
 		return nil, err
 	}
+	if m.CheckWritable() == nil && next.CheckWritable() != nil {
+		return nil, model.Errorf(model.EInvalid, "holding writes on %s would leave no writable range open for new users; open another range first (nothing written)", st.Range)
+	}
 	if err := mv.servable(next); err != nil {
 		return nil, fmt.Errorf("the rewritten map would be rejected by servers (nothing written): %w", err)
 	}

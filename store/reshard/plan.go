@@ -49,9 +49,8 @@ func (mv *mover) plan(ctx context.Context, m *shardmap.Map) (*moveState, error) 
 	if err := st.index(); err != nil {
 		return nil, err
 	}
-	// While writes are held, servers must still have somewhere to put new
-	// users, or they would reject the read-only map and keep writing.
-	if _, err := m.Rewrite(o.First, o.Last, func(r *shardmap.Range) { r.ReadOnly = true }); err != nil {
+	// While writes are held, new users must still have somewhere to go.
+	if held, err := m.Rewrite(o.First, o.Last, func(r *shardmap.Range) { r.ReadOnly = true }); err != nil || held.CheckWritable() != nil {
 		return nil, model.Errorf(model.EInvalid, "holding writes on %s would leave no writable range open for new users; open another range first", st.Range)
 	}
 	// Hosts: the target must be another server than every source, hold

@@ -9,6 +9,8 @@
 //   - Ranges are inclusive at both ends, sorted, and cover 0 … Shards-1
 //     exactly once; each names a host of Hosts; at least one is open for
 //     new users.
+//   - A MariaDB server has one role: a replica or a fenced former master
+//     of one host, or a master.
 //   - A host's DSNs parse and name no database (statements name their
 //     shard's database).
 package shardmap
@@ -40,7 +42,10 @@ const (
 //	shards: 4096          # logical shard count; default 4096
 //	db_prefix: db         # shard N is database <prefix><N as %05d>
 //	hosts:
-//	  mysql-a: {master: "user:pass@tcp(10.0.0.1:3306)/", replica: "user:pass@tcp(10.0.0.2:3306)/"}
+//	  mysql-a:
+//	    master: "user:pass@tcp(10.0.0.1:3306)/"
+//	    replicas: ["user:pass@tcp(10.0.0.2:3306)/", "user:pass@tcp(10.0.0.4:3306)/"]
+//	    replica_reads: true
 //	  mysql-b: {master: "user:pass@tcp(10.0.0.3:3306)/"}
 //	ranges:
 //	  - {shards: "0-2047", host: mysql-a}
@@ -50,6 +55,13 @@ const (
 // overlap, and together must cover 0 … shards-1 with no gap. A range is open
 // for new users unless open: false. read_only: true refuses writes to the
 // range with EMoving (used while a range is being moved).
+//
+// A host has one master and zero or more replicas, MariaDB servers
+// replicating from it (GTIDs; semi-synchronous in the recommended set-up,
+// README "Replicas"). The older form of one replica, replica: DSN, is still
+// read, as a list of one. replica_reads: true lets its replicas serve
+// reads (package replicas decides which); fenced lists former masters
+// that must not take writes until they are re-attached as replicas.
 type Map struct {
 	Shards   int                 `yaml:"shards" json:"shards"`
 	DBPrefix string              `yaml:"db_prefix" json:"db_prefix"`
@@ -57,10 +69,35 @@ type Map struct {
 	Ranges   []Range             `yaml:"ranges" json:"ranges"`
 }
 
-// HostSpec is a physical MySQL host: a master and an optional replica.
+// HostSpec is a physical MySQL host: a master and its replicas. DSNs
+// never leave the process (json:"-").
 type HostSpec struct {
-	Master  string `yaml:"master" json:"-"`
-	Replica string `yaml:"replica,omitempty" json:"-"`
+	Master string `yaml:"master" json:"-"`
+	// Replica is the form of one replica from before Replicas; a map keeps
+	// the form it was written in, so its version does not change.
+	Replica      string   `yaml:"replica,omitempty" json:"-"`
+	Replicas     []string `yaml:"replicas,omitempty" json:"-"`
+	ReplicaReads bool     `yaml:"replica_reads,omitempty" json:"-"`
+	Fenced       []string `yaml:"fenced,omitempty" json:"-"`
+}
+
+// ReplicaDSNs lists the host's replicas, in map order, whichever form the
+// map gives them in.
+func (h HostSpec) ReplicaDSNs() []string {
+	if h.Replica != "" {
+		return append([]string{h.Replica}, h.Replicas...)
+	}
+	return h.Replicas
+}
+
+// WithReplicas is h with its replicas set to dsns, in the list form.
+func (h HostSpec) WithReplicas(dsns []string) HostSpec {
+	h.Replica = ""
+	h.Replicas = append([]string(nil), dsns...)
+	if len(h.Replicas) == 0 {
+		h.Replicas = nil
+	}
+	return h
 }
 
 // Range is an inclusive range of shards on one host.
@@ -149,18 +186,25 @@ func (m *Map) Validate() error {
 		if h.Master == "" {
 			return fmt.Errorf("shard map: host %q has no master DSN", name)
 		}
-		for role, dsn := range map[string]string{"master": h.Master, "replica": h.Replica} {
-			if dsn == "" {
-				continue
-			}
-			cfg, err := mysql.ParseDSN(dsn)
-			if err != nil {
-				return fmt.Errorf("shard map: host %q %s DSN does not parse: %s", name, role, redactDSNError(err))
-			}
-			if cfg.DBName != "" {
-				return fmt.Errorf("shard map: host %q %s DSN names database %q; give none (statements name their shard)", name, role, cfg.DBName)
+		if err := checkDSN(name, "master", h.Master); err != nil {
+			return err
+		}
+		for i, dsn := range h.ReplicaDSNs() {
+			if err := checkDSN(name, fmt.Sprintf("replica %d", i+1), dsn); err != nil {
+				return err
 			}
 		}
+		for i, dsn := range h.Fenced {
+			if err := checkDSN(name, fmt.Sprintf("fenced %d", i+1), dsn); err != nil {
+				return err
+			}
+		}
+		if h.ReplicaReads && len(h.ReplicaDSNs()) == 0 {
+			return fmt.Errorf("shard map: host %q has replica_reads but no replicas", name)
+		}
+	}
+	if err := m.checkServers(); err != nil {
+		return err
 	}
 	if len(m.Ranges) == 0 {
 		return fmt.Errorf("shard map: no ranges")
@@ -180,7 +224,7 @@ func (m *Map) Validate() error {
 		r.First, r.Last = first, last
 	}
 	sort.SliceStable(m.Ranges, func(i, j int) bool { return m.Ranges[i].First < m.Ranges[j].First })
-	next, open, writable := 0, false, false
+	next, open := 0, false
 	for _, r := range m.Ranges {
 		switch {
 		case r.First < next:
@@ -190,7 +234,6 @@ func (m *Map) Validate() error {
 		}
 		next = r.Last + 1
 		open = open || r.IsOpen()
-		writable = writable || r.IsOpen() && !r.ReadOnly
 	}
 	if next != m.Shards {
 		return fmt.Errorf("shard map: gap: shards %d-%d are in no range", next, m.Shards-1)
@@ -198,8 +241,69 @@ func (m *Map) Validate() error {
 	if !open {
 		return fmt.Errorf("shard map: no range is open for new users")
 	}
-	if !writable {
-		return fmt.Errorf("shard map: no writable range open for new users (every open range is read_only)")
+	return nil
+}
+
+// CheckWritable returns an error when every range open for new users is
+// read-only. Such a map is valid (a failover of the only host holds its
+// writes so, and new users' creates then wait for the next map like any
+// write to a read-only range), but a shard move refuses to make one.
+func (m *Map) CheckWritable() error {
+	for _, r := range m.Ranges {
+		if r.IsOpen() && !r.ReadOnly {
+			return nil
+		}
+	}
+	return fmt.Errorf("shard map: no writable range open for new users (every open range is read_only)")
+}
+
+// checkDSN checks one DSN of host name: it parses and names no database.
+func checkDSN(name, role, dsn string) error {
+	if dsn == "" {
+		return fmt.Errorf("shard map: host %q has an empty %s DSN", name, role)
+	}
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return fmt.Errorf("shard map: host %q %s DSN does not parse: %s", name, role, redactDSNError(err))
+	}
+	if cfg.DBName != "" {
+		return fmt.Errorf("shard map: host %q %s DSN names database %q; give none (statements name their shard)", name, role, cfg.DBName)
+	}
+	return nil
+}
+
+// checkServers checks that a MariaDB server has one role in the map: a
+// replica (or a fenced former master) is nobody's master and belongs to
+// one host only, and a master is not its own replica. Two hosts may share
+// a master (two names for one server), as before replicas.
+func (m *Map) checkServers() error {
+	masters := map[string]string{} // address → host
+	for name, h := range m.Hosts {
+		masters[HostAddr(h.Master)] = name
+	}
+	seen := map[string]string{} // address → "host role"
+	names := make([]string, 0, len(m.Hosts))
+	for name := range m.Hosts {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		h := m.Hosts[name]
+		for _, set := range []struct {
+			role string
+			dsns []string
+		}{{"replica", h.ReplicaDSNs()}, {"fenced master", h.Fenced}} {
+			for _, dsn := range set.dsns {
+				addr := HostAddr(dsn)
+				if owner, ok := masters[addr]; ok {
+					return fmt.Errorf("shard map: host %q names %s as a %s, but it is the master of host %q", name, addr, set.role, owner)
+				}
+				if other, ok := seen[addr]; ok {
+					return fmt.Errorf("shard map: host %q names %s as a %s, but it is already %s", name, addr, set.role, other)
+				}
+				seen[addr] = fmt.Sprintf("a %s of host %q", set.role, name)
+			}
+		}
 	}
 	return nil
 }

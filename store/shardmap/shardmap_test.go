@@ -29,11 +29,19 @@ func TestParse(t *testing.T) {
 		{"reversed range", "shards: 16\n" + hosts + "ranges:\n - {shards: 7-0, host: a}\n", "bad shard range"},
 		{"negative", "shards: 16\n" + hosts + "ranges:\n - {shards: -1-15, host: a}\n", "bad shard range"},
 		{"none open", "shards: 4\n" + hosts + "ranges:\n - {shards: 0-3, host: a, open: false}\n", "no range is open"},
-		{"only open range read-only", "shards: 8\n" + hosts + "ranges:\n - {shards: 0-3, host: a, read_only: true}\n - {shards: 4-7, host: b, open: false}\n", "no writable range open"},
+		{"only open range read-only (a failover's hold)", "shards: 8\n" + hosts + "ranges:\n - {shards: 0-3, host: a, read_only: true}\n - {shards: 4-7, host: b, open: false}\n", ""},
 		{"bad prefix", "shards: 4\ndb_prefix: \"db;drop\"\n" + hosts + "ranges:\n - {shards: 0-3, host: a}\n", "db_prefix"},
 		{"unknown field", "shards: 4\nshard_count: 3\n" + hosts + "ranges:\n - {shards: 0-3, host: a}\n", "shard_count"},
 		{"too many shards", "shards: 70000\n" + hosts + "ranges:\n - {shards: 0-69999, host: a}\n", "shards must be"},
 		{"no hosts", "shards: 4\nranges:\n - {shards: 0-3, host: a}\n", "no hosts"},
+		{"replicas", "shards: 4\nhosts:\n  a: {master: \"root@tcp(127.0.0.1:3306)/\", replicas: [\"root@tcp(127.0.0.1:3307)/\", \"root@tcp(127.0.0.1:3308)/\"], replica_reads: true}\nranges:\n - {shards: 0-3, host: a}\n", ""},
+		{"replica and replicas", "shards: 4\nhosts:\n  a: {master: \"root@tcp(127.0.0.1:3306)/\", replica: \"root@tcp(127.0.0.1:3307)/\", replicas: [\"root@tcp(127.0.0.1:3308)/\"]}\nranges:\n - {shards: 0-3, host: a}\n", ""},
+		{"replica reads without replicas", "shards: 4\nhosts:\n  a: {master: \"root@tcp(127.0.0.1:3306)/\", replica_reads: true}\nranges:\n - {shards: 0-3, host: a}\n", "replica_reads but no replicas"},
+		{"replica is a master", "shards: 4\nhosts:\n  a: {master: \"root@tcp(127.0.0.1:3306)/\", replicas: [\"root@tcp(127.0.0.1:3307)/\"]}\n  b: {master: \"root@tcp(127.0.0.1:3307)/\"}\nranges:\n - {shards: 0-1, host: a}\n - {shards: 2-3, host: b}\n", "is the master of host \"b\""},
+		{"replica of itself", "shards: 4\nhosts:\n  a: {master: \"root@tcp(127.0.0.1:3306)/\", replicas: [\"u@tcp(127.0.0.1:3306)/\"]}\nranges:\n - {shards: 0-3, host: a}\n", "is the master of host \"a\""},
+		{"replica twice", "shards: 4\nhosts:\n  a: {master: \"root@tcp(127.0.0.1:3306)/\", replicas: [\"root@tcp(127.0.0.1:3307)/\", \"root@tcp(127.0.0.1:3307)/\"]}\nranges:\n - {shards: 0-3, host: a}\n", "already a replica of host \"a\""},
+		{"fenced is a replica", "shards: 4\nhosts:\n  a: {master: \"root@tcp(127.0.0.1:3306)/\", replicas: [\"root@tcp(127.0.0.1:3307)/\"], fenced: [\"root@tcp(127.0.0.1:3307)/\"]}\nranges:\n - {shards: 0-3, host: a}\n", "already a replica"},
+		{"bad replica dsn", "shards: 4\nhosts:\n  a: {master: \"root@tcp(127.0.0.1:3306)/\", replicas: [\"root:secret@tcp(127.0.0.1:3307\"]}\nranges:\n - {shards: 0-3, host: a}\n", `host "a" replica 1 DSN does not parse`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,6 +62,57 @@ func TestParse(t *testing.T) {
 				t.Fatalf("error leaks a password: %v", err)
 			}
 		})
+	}
+}
+
+func TestCheckWritable(t *testing.T) {
+	const hosts = "hosts:\n  a: {master: \"root@tcp(127.0.0.1:3306)/\"}\n"
+	held, err := Parse([]byte("shards: 8\n"+hosts+"ranges:\n - {shards: 0-3, host: a, read_only: true}\n - {shards: 4-7, host: a, open: false}\n"), DefaultShards, DefaultDBPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := held.CheckWritable(); err == nil || !strings.Contains(err.Error(), "no writable range open") {
+		t.Fatalf("CheckWritable of a map whose open range is read-only: %v", err)
+	}
+	free, err := Parse([]byte("shards: 8\n"+hosts+"ranges:\n - {shards: 0-3, host: a, read_only: true}\n - {shards: 4-7, host: a}\n"), DefaultShards, DefaultDBPrefix)
+	if err != nil || free.CheckWritable() != nil {
+		t.Fatalf("a map with a writable open range: %v, %v", err, free.CheckWritable())
+	}
+}
+
+// TestReplicaForms checks that the one-replica form of older maps reads
+// as a list of one, keeps its version (it is written back as it was), and
+// that WithReplicas moves a host to the list form.
+func TestReplicaForms(t *testing.T) {
+	old := "shards: 4\nhosts:\n  a: {master: \"root@tcp(127.0.0.1:3306)/\", replica: \"root@tcp(127.0.0.1:3307)/\"}\nranges:\n - {shards: 0-3, host: a}\n"
+	m, err := Parse([]byte(old), DefaultShards, DefaultDBPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.Hosts["a"].ReplicaDSNs(); len(got) != 1 || got[0] != "root@tcp(127.0.0.1:3307)/" {
+		t.Fatalf("ReplicaDSNs = %q", got)
+	}
+	b, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "replica: root@tcp(127.0.0.1:3307)/") || strings.Contains(string(b), "replicas:") {
+		t.Fatalf("the old form is not written back as it was:\n%s", b)
+	}
+	back, err := Parse(b, DefaultShards, DefaultDBPrefix)
+	if err != nil || back.Version() != m.Version() {
+		t.Fatalf("round trip: %v, version %s → %s", err, m.Version(), back.Version())
+	}
+	h := m.Hosts["a"].WithReplicas([]string{"root@tcp(127.0.0.1:3307)/", "root@tcp(127.0.0.1:3308)/"})
+	if h.Replica != "" || len(h.ReplicaDSNs()) != 2 {
+		t.Fatalf("WithReplicas = %+v", h)
+	}
+	m.Hosts["a"] = h
+	if err := m.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if m.Version() == back.Version() {
+		t.Fatal("a second replica did not change the map's version")
 	}
 }
 

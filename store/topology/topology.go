@@ -9,8 +9,10 @@
 // ReloadFile, Watch), so a call that loaded a Topology finishes on it
 // while later calls route by the new one. Pools are shared across
 // versions: a host that stays keeps its connections, and there is one
-// pool per host (per master DSN), never per database. A host that is down
-// fails only the statements sent to it, and reconnects when it is back.
+// pool per host (per master DSN), never per database; a host's replicas
+// have pools of their own, which only reads use (package replicas picks).
+// A host that is down fails only the statements sent to it, and
+// reconnects when it is back.
 package topology
 
 import (
@@ -37,13 +39,31 @@ type Config struct {
 	PoolSize int    // max open connections per host; default 64
 	Reads    pointread.Config
 	Logger   *slog.Logger
+	// ReplicaReads turns replica reads on for every host with replicas
+	// (PINSTORE_REPLICA_READS), besides the hosts whose map entry says
+	// replica_reads.
+	ReplicaReads bool
 }
 
-// Host is one physical MySQL host of the map in force.
+// Host is one physical MySQL host of the map in force: its master, and
+// the replicas the map names.
 type Host struct {
 	Name  string
 	Addr  string   // the master's address, no credentials: for errors and logs
-	DB    *sqlx.DB // the pool
+	DB    *sqlx.DB // the master's pool
+	Reads *pointread.Queue
+
+	// Replicas replicate from the master, in map order. Reads use them
+	// only when ReplicaReads is set, and then only as package replicas
+	// allows (lag, consistency tokens); writes never do.
+	Replicas     []*Replica
+	ReplicaReads bool
+}
+
+// Replica is a replica of a host, with its own pool.
+type Replica struct {
+	Addr  string // no credentials
+	DB    *sqlx.DB
 	Reads *pointread.Queue
 }
 
@@ -106,8 +126,9 @@ func (t *Topology) Route(id uint64, want idcodec.Type) (Shard, uint64, error) {
 	return sh, p.Local, err
 }
 
-// RandomOpen is a random shard of the ranges open for new users (and
-// writable): where a new user goes.
+// RandomOpen is a random shard of the ranges open for new users and
+// writable (of the open ones when every one is read-only): where a new
+// user goes.
 func (t *Topology) RandomOpen() Shard { return t.shards[t.open[rand.IntN(len(t.open))]] }
 
 // OpenShard is the shard of the open ranges that h picks (h modulo their
@@ -208,22 +229,40 @@ func (r *Router) build(m *shardmap.Map) (*Topology, error) {
 		if err != nil {
 			return nil, fmt.Errorf("topology: host %q: %w", name, err)
 		}
-		byName[name] = &Host{Name: name, Addr: shardmap.HostAddr(spec.Master), DB: db, Reads: q}
+		h := &Host{Name: name, Addr: shardmap.HostAddr(spec.Master), DB: db, Reads: q}
+		for _, dsn := range spec.ReplicaDSNs() {
+			db, q, err := r.pool(dsn)
+			if err != nil {
+				return nil, fmt.Errorf("topology: host %q replica: %w", name, err)
+			}
+			h.Replicas = append(h.Replicas, &Replica{Addr: shardmap.HostAddr(dsn), DB: db, Reads: q})
+		}
+		h.ReplicaReads = len(h.Replicas) > 0 && (spec.ReplicaReads || r.cfg.ReplicaReads)
+		byName[name] = h
 	}
+	var held []int // open but read-only: new users go there only when nothing else is open
 	for _, rg := range m.Ranges {
 		h := byName[rg.Host]
 		for n := rg.First; n <= rg.Last; n++ {
 			t.shards[n] = Shard{DB: shardsql.DB{N: n, Name: m.DBName(n)}, Host: h, ReadOnly: rg.ReadOnly}
-			if rg.IsOpen() && !rg.ReadOnly {
+			switch {
+			case rg.IsOpen() && !rg.ReadOnly:
 				t.open = append(t.open, n)
+			case rg.IsOpen():
+				held = append(held, n)
 			}
 		}
 		if !containsHost(t.hosts, h) {
 			t.hosts = append(t.hosts, h)
 		}
 	}
+	if len(t.open) == 0 {
+		// Every open range is held (a failover of the only host): a new
+		// user's create waits in the write buffer like any write there.
+		t.open = held
+	}
 	if len(t.open) == 0 { // shardmap.Validate refuses such a map; a map built by hand may not be validated
-		return nil, errors.New("topology: no writable range is open for new users")
+		return nil, errors.New("topology: no range is open for new users")
 	}
 	return t, nil
 }

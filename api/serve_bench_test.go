@@ -1,0 +1,94 @@
+package api
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pinstore/pinstore/auth"
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+)
+
+// benchStore answers every read by id with one stored pin, as a warm
+// object cache would, and records nothing.
+type benchStore struct {
+	*fakeStore
+	pin model.Object
+}
+
+func (b *benchStore) Get(_ context.Context, id uint64, typ idcodec.Type) (model.Object, error) {
+	o := b.pin
+	o.ID, o.Type = id, typ
+	return o, nil
+}
+
+// discardWriter is a ResponseWriter that keeps the headers and drops the
+// body, so the benchmark measures the server, not a recorder.
+type discardWriter struct{ h http.Header }
+
+func (w *discardWriter) Header() http.Header         { return w.h }
+func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (w *discardWriter) WriteHeader(int)             {}
+
+// BenchmarkServeCachedGet is pinstore's own work for a cached GET
+// /v1/pins/{id} above the store: routing, the middleware (request id,
+// panic recovery, metrics, access log), authentication and the rate limit
+// when on, and the response, with an access log that discards its lines.
+func BenchmarkServeCachedGet(b *testing.B) {
+	pin := idcodec.MustEncode(3, idcodec.TypePin, 9)
+	board := idcodec.MustEncode(3, idcodec.TypeBoard, 1)
+	user := idcodec.MustEncode(3, idcodec.TypeUser, 1)
+	at := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
+	st := &benchStore{fakeStore: &fakeStore{}, pin: model.Object{Version: 3, CreatedAt: at, UpdatedAt: at, Counts: []int64{1, 2, 3},
+		Doc: []byte(`{"board_id":"` + idString(board) + `","owner_id":"` + idString(user) + `","link":"https://example.com/p/9","description":"a pin with a description of usual length","image_url":"https://img.example.com/9.jpg","active":true}`)}}
+	const secret = "bench-service-token-0123456789abcdef"
+	tokens, err := auth.ParseServiceTokens([]byte(auth.HashLine("bench", auth.ScopeRead, secret)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	authn, err := auth.New(auth.Config{Service: tokens, UserSecret: []byte("bench-user-token-secret-0123456789abcdef"), Rate: 1e9, Burst: 1e9})
+	if err != nil {
+		b.Fatal(err)
+	}
+	signer, _ := auth.NewSigner([]byte("bench-user-token-secret-0123456789abcdef"))
+	userTok, err := signer.Mint(user, time.Now().Add(time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, token string
+		auth        func(http.Handler) http.Handler
+	}{
+		{"auth-off", "", nil},
+		{"service-token", secret, auth.Middleware(authn, AuthFailure(nil))},
+		{"user-token", userTok, auth.Middleware(authn, AuthFailure(nil))},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			s, err := New(Config{Store: st, Logger: slog.New(slog.DiscardHandler), AccessLog: io.Discard, Registry: prometheus.NewRegistry(), Auth: c.auth})
+			if err != nil {
+				b.Fatal(err)
+			}
+			r := httptest.NewRequest(http.MethodGet, "/v1/pins/"+idString(pin), nil)
+			if c.token != "" {
+				r.Header.Set("Authorization", "Bearer "+c.token)
+			}
+			w := &discardWriter{h: http.Header{}}
+			s.ServeHTTP(w, r)
+			if w.h.Get("ETag") == "" {
+				b.Fatalf("no ETag: not a 200 (%v)", w.h)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.h)
+				s.ServeHTTP(w, r)
+			}
+		})
+	}
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/pinstore/pinstore/internal/testenv"
+	"github.com/pinstore/pinstore/store/etcdtopo"
+)
+
+// TestAutoFailoverE2E: three servers with PINSTORE_FAILOVER=auto follow
+// the map in etcd; one of them is elected. Sightings of the master down
+// from a minority of the registered servers fail nothing over; from a
+// majority they do. Then the master's mariadbd is SIGKILLed: the servers
+// see it down, and once PINSTORE_FAILOVER_AFTER has passed the elected
+// server promotes a replica, writes succeed again, and nothing
+// acknowledged is missing. The dead master, started again writable,
+// is fenced by the leader.
+func TestAutoFailoverE2E(t *testing.T) {
+	f := startReplFleet(t, nil, 2)
+	h := f.hosts[0]
+	etcd := testenv.StartEtcd(t, 1)
+	url := etcd.URL(f.prefix)
+	env := map[string]string{"PINSTORE_TOPOLOGY": url, "PINSTORE_FAILOVER": "auto", "PINSTORE_FAILOVER_AFTER": "2s"}
+	for k, v := range f.env {
+		if k != "PINSTORE_SHARD_MAP" {
+			env[k] = v
+		}
+	}
+	if out, err := runCmd(t, env, "topology", "push", f.mapFile); err != nil {
+		t.Fatalf("push: %v\n%s", err, out)
+	}
+	f.env = env
+	var servers []*server
+	for range 3 {
+		servers = append(servers, startServerEnv(t, env))
+	}
+	s := servers[0]
+	user := s.create("/v1/users", map[string]any{"username": "auto"})
+	board := s.create("/v1/boards", map[string]any{"owner_id": user.ID, "name": "b"})
+	var pins []string
+	for i := range 5 {
+		pins = append(pins, servers[i%3].create("/v1/pins", map[string]any{"board_id": board.ID}).ID)
+	}
+	master := func() string { return shardMapOf(t, s).Hosts[0].Addr }
+
+	// Fake servers that see the master down, under a lease of their own.
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	lease, err := cli.Grant(context.Background(), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := func(i int) {
+		reg := etcdtopo.Registration{ID: fmt.Sprintf("fake-%d", i), Down: map[string]etcdtopo.Sighting{"a": {Master: master(), Since: time.Now().Add(-time.Minute)}}}
+		b, _ := json.Marshal(reg)
+		if _, err := cli.Put(context.Background(), "/"+f.prefix+"/servers/fake-"+fmt.Sprint(i), string(b), clientv3.WithLease(lease.ID)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two of five registered servers see it down: no failover.
+	fake(1)
+	fake(2)
+	before := master()
+	time.Sleep(3 * time.Second)
+	if master() != before {
+		t.Fatalf("a minority (2 of 5 servers) failed the master over: %s → %s", before, master())
+	}
+	// Four of seven: a majority. The master answers: a planned failover.
+	fake(3)
+	fake(4)
+	waitFor(t, 20*time.Second, "the leader to fail over on a majority's sightings", func() bool { return master() != before })
+	if _, err := cli.Revoke(context.Background(), lease.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, sv := range servers {
+		waitFor(t, 10*time.Second, "every server on the new map", func() bool { return shardMapOf(t, sv).Hosts[0].Addr == master() })
+	}
+	pins = append(pins, s.create("/v1/pins", map[string]any{"board_id": board.ID}).ID)
+
+	// Now kill the (new) master: the real servers see it down.
+	var dead *testenv.Host
+	for _, c := range append([]*testenv.Host{h.master}, h.replicas...) {
+		if taddr(c) == master() {
+			dead = c
+		}
+	}
+	if dead == nil {
+		t.Fatalf("no test host is the master %s", master())
+	}
+	dead.Kill(t)
+	killed := time.Now()
+	var recovered time.Duration
+	for i := 0; ; i++ {
+		r := servers[i%3].req(http.MethodPost, "/v1/pins", map[string]any{"board_id": board.ID})
+		if r.Status == http.StatusCreated {
+			var o object
+			r.decode(t, &o)
+			pins = append(pins, o.ID)
+			recovered = time.Since(killed)
+			break
+		}
+		if time.Since(killed) > 60*time.Second {
+			t.Fatalf("writes still fail a minute after the master died: %d %s", r.Status, r.Body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("writes succeeded again %v after the master's SIGKILL (PINSTORE_FAILOVER_AFTER=2s)", recovered.Round(time.Millisecond))
+	if taddr(dead) == master() {
+		t.Fatal("writes succeed, but the map still names the dead master")
+	}
+	for _, id := range pins {
+		s.must(http.StatusOK, http.MethodGet, "/v1/pins/"+id, nil)
+	}
+
+	// The dead master comes back writable (a master's configuration): the
+	// leader fences it.
+	dead.SetArgs(testenv.SemiSyncMasterArgs)
+	dead.Start(t)
+	waitFor(t, 10*time.Second, "the leader to fence the former master", func() bool {
+		return dead.Query(t, "SELECT @@read_only") == "1"
+	})
+	requireFenced(t, dead, f.prefix)
+	if !strings.Contains(pullMap(t, env), "fenced:") {
+		t.Fatal("the map does not list the former masters as fenced")
+	}
+}

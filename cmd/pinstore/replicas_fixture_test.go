@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/pinstore/pinstore/internal/testenv"
+)
+
+// replFleet is hosts "a", "b" … each holding an equal range of the
+// shards on a MariaDB master with replicas, every one a mariadbd of its
+// own with a binary log (testenv.ReplicationHost), semi-synchronous as
+// README recommends; servers and tools reach them as testenv.AppUser, the
+// commands that change replication as root (PINSTORE_MYSQL_ADMIN).
+type replFleet struct {
+	hosts   []replHost
+	prefix  string
+	mapFile string
+	env     map[string]string // the servers' and tools' environment
+}
+
+type replHost struct {
+	name     string
+	master   *testenv.Host
+	replicas []*testenv.Host
+}
+
+// startReplFleet starts, for each count in replicasPerHost, a host with a
+// master and that many replicas; migrates e2eShards shards split between
+// the hosts; and runs `pinstore replica add` for each replica. extra is
+// added to the environment.
+func startReplFleet(t *testing.T, extra map[string]string, replicasPerHost ...int) *replFleet {
+	t.Helper()
+	return startReplFleetSync(t, true, extra, replicasPerHost...)
+}
+
+// startReplFleetSync is startReplFleet with semi-synchronous replication
+// on or off (servers configured, and replica add --semi-sync).
+func startReplFleetSync(t *testing.T, semiSync bool, extra map[string]string, replicasPerHost ...int) *replFleet {
+	t.Helper()
+	masterArgs, replicaArgs := testenv.SemiSyncMasterArgs, testenv.SemiSyncReplicaArgs
+	if !semiSync {
+		masterArgs, replicaArgs = nil, nil
+	}
+	f := &replFleet{prefix: testenv.UniquePrefix(t, "rp")}
+	id := 0
+	var wg sync.WaitGroup
+	for hi, n := range replicasPerHost {
+		h := replHost{name: string(rune('a' + hi)), replicas: make([]*testenv.Host, n)}
+		for i := range n + 1 {
+			id++
+			id := id
+			wg.Go(func() {
+				if i == 0 {
+					h.master = testenv.ReplicationHost(t, fmt.Sprintf("repl-%s0", h.name), id, masterArgs...)
+					return
+				}
+				h.replicas[i-1] = testenv.ReplicationHost(t, fmt.Sprintf("repl-%s%d", h.name, i), id,
+					append(append([]string(nil), replicaArgs...), "--read-only=ON")...)
+			})
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		f.hosts = append(f.hosts, h)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "shards: %d\ndb_prefix: %s\nhosts:\n", e2eShards, f.prefix)
+	for _, h := range f.hosts {
+		fmt.Fprintf(&b, "  %s: {master: %q}\n", h.name, h.master.AppDSN())
+	}
+	b.WriteString("ranges:\n")
+	per := e2eShards / len(f.hosts)
+	for i, h := range f.hosts {
+		fmt.Fprintf(&b, "  - {shards: %d-%d, host: %s}\n", i*per, (i+1)*per-1, h.name)
+	}
+	f.mapFile = filepath.Join(t.TempDir(), "shardmap.yaml")
+	if err := os.WriteFile(f.mapFile, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.env = map[string]string{
+		"PINSTORE_SHARD_MAP":      f.mapFile,
+		"PINSTORE_DB_PREFIX":      f.prefix,
+		"PINSTORE_MYSQL_ADMIN":    "root",
+		"PINSTORE_REDIS_DISABLED": "true",
+		"PINSTORE_MAP_POLL":       "100ms",
+	}
+	for k, v := range extra {
+		f.env[k] = v
+	}
+	if out, err := runCmd(t, f.env, "migrate"); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	for _, h := range f.hosts {
+		for _, r := range h.replicas {
+			if out, err := runCmd(t, f.env, "replica", "add", "--host", h.name, "--dsn", r.AppDSN(), fmt.Sprintf("--semi-sync=%v", semiSync)); err != nil {
+				t.Fatalf("replica add %s: %v\n%s", r.Addr(), err, out)
+			}
+		}
+	}
+	return f
+}
+
+// shards runs `pinstore shards` and returns its output and error.
+func (f *replFleet) shards(t *testing.T) (string, error) {
+	t.Helper()
+	return runCmd(t, f.env, "shards")
+}
+
+// line returns the line of out that mentions s, or fails.
+func line(t *testing.T, out, s string) string {
+	t.Helper()
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, s) {
+			return l
+		}
+	}
+	t.Fatalf("no line mentions %q in:\n%s", s, out)
+	return ""
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// taddr is how the map, shards and the admin route name h: tcp(host:port).
+func taddr(h *testenv.Host) string { return "tcp(" + h.Addr() + ")" }
