@@ -244,7 +244,7 @@ func (mv *mover) finalShard(ctx context.Context, w shardWork) (int64, error) {
 		if err != nil {
 			return applied, err
 		}
-		if err := mv.hook("final applied"); err != nil {
+		if err := mv.hook(fmt.Sprintf("final applied %d", w.n)); err != nil {
 			return applied, err
 		}
 		counted = counted[:0]

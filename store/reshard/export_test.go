@@ -5,8 +5,9 @@ package reshard
 
 // WithHook returns opt with hook called at each step of the move ("copy",
 // "logging", "copied", "catch-up N", "checked", "held", "final", "final
-// applied", "verified", "finish", "finishing", "kept", "revert",
-// "reverted"): an error from it stops the move there, as a kill would.
+// applied N" (shard N's last changes applied while held), "verified",
+// "finish", "finishing", "kept", "revert", "reverted"): an error from it
+// stops the move there, as a kill would.
 func WithHook(opt Options, hook func(step string) error) Options {
 	opt.hook = hook
 	return opt

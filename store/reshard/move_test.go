@@ -198,7 +198,22 @@ func TestMoveShardsUnderLoad(t *testing.T) {
 
 	time.Sleep(150 * time.Millisecond) // writes flowing before the copy starts
 	var out bytes.Buffer
-	rep, err := e.move(reshard.Options{First: 0, Last: 3, To: "h1", Finish: true, MapPoll: poll, Settle: poll + queryTimeout + 200*time.Millisecond, Batch: 200, Progress: &out})
+	// The server confirms each map as a server on etcd does: once it
+	// routes by it and no write routed by an older one is running. (With
+	// the settle time instead, the hold lasts longer than the query
+	// timeout, and a follow whose transaction waits in the buffer for the
+	// other side's shard, holding its own shard's transaction open, runs
+	// out of time.)
+	confirm := func(ctx context.Context, version string) error {
+		for s.Map().Version() != version {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return s.Router().Drain(ctx)
+	}
+	rep, err := e.move(reshard.Options{First: 0, Last: 3, To: "h1", Finish: true, MapPoll: poll, Confirm: confirm, ConfirmDrains: true, Batch: 200, Progress: &out})
 	time.Sleep(150 * time.Millisecond) // and after the switch
 	ld.halt()
 	t.Logf("move output:\n%s", out.String())

@@ -203,7 +203,7 @@ func TestMoveShardsResumes(t *testing.T) {
 	})
 
 	// A move killed at each step, then run again to its end.
-	for _, step := range []string{"copy", "logging", "copied", "catch-up 1", "checked", "held", "final", "final applied", "verified", "finish", "finishing"} {
+	for _, step := range []string{"copy", "logging", "copied", "catch-up 1", "checked", "held", "final", "final applied 0", "verified", "finish", "finishing"} {
 		t.Run("killed at "+step, func(t *testing.T) {
 			_, to, _, _ := e.sides(t)
 			e.write(t)
@@ -224,7 +224,7 @@ func TestMoveShardsResumes(t *testing.T) {
 
 	// Moved without --finish: switched, the old copies kept; written on the
 	// new host; then a revert killed at each step and run again.
-	for _, step := range []string{"revert", "catch-up 1", "checked", "held", "final", "final applied", "verified", "reverted"} {
+	for _, step := range []string{"revert", "catch-up 1", "checked", "held", "final", "final applied 0", "verified", "reverted"} {
 		t.Run("revert killed at "+step, func(t *testing.T) {
 			from, to, _, _ := e.sides(t)
 			rep, err := e.move(reshard.Options{To: to})
@@ -322,7 +322,7 @@ func TestMoveShardsResumes(t *testing.T) {
 		shard1 := e.f.prefix + "00001"
 		wrote := false
 		hook := func(step string) error {
-			if step != "final applied" || wrote {
+			if step != "final applied 1" || wrote {
 				return nil
 			}
 			wrote = true
