@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/etcdtopo"
@@ -58,7 +60,8 @@ func startEtcdFleet(t *testing.T, members, n int) *etcdFleet {
 			}
 		})
 	}
-	f.env = map[string]string{"PINSTORE_TOPOLOGY": f.url, "PINSTORE_DB_PREFIX": f.prefix, "PINSTORE_OBJECT_CACHE": "off"}
+	// No rate limit: the load of the move tests would reach it.
+	f.env = map[string]string{"PINSTORE_TOPOLOGY": f.url, "PINSTORE_DB_PREFIX": f.prefix, "PINSTORE_OBJECT_CACHE": "off", "PINSTORE_RATE_LIMIT": "0"}
 	out, err := runCmd(t, f.env, "topology", "push", f.mapFile(t, "map.yaml", twoHalves))
 	if err != nil || !strings.Contains(out, "written to "+strings.TrimSuffix(f.url, "/")) {
 		t.Fatalf("push: %v\n%s", err, out)
@@ -384,7 +387,7 @@ func TestEtcdMoveShards(t *testing.T) {
 		err error
 	}
 	var r result
-	r.out, r.err = runCmd(t, f.tools(), "move-shards", "--range", "0-3", "--to", "h1", "--settle", "1h")
+	r.out, r.err = runCmd(t, f.tools(), "move-shards", "--range", "0-3", "--to", "h1", "--settle", "1h", "--finish")
 	if r.err != nil {
 		t.Fatalf("move: %v\n%s", r.err, r.out)
 	}
@@ -465,9 +468,11 @@ func (w *writers) halt() {
 }
 
 // TestEtcdMoveUnderLoad: two writers create pins through two servers on
-// the range being moved, throughout a move: no write fails (writes to the
-// range wait in the servers while it is switched), reads keep working, and
-// every acknowledged pin is on the new host afterwards.
+// the range being moved, throughout a move, then throughout its revert,
+// then throughout a second move that finishes: no write fails (writes to
+// the range wait in the servers while it is switched), reads keep working,
+// and every acknowledged pin is on the host the range ends on, in its
+// databases.
 func TestEtcdMoveUnderLoad(t *testing.T) {
 	f := startEtcdFleet(t, 1, 2)
 	s0, s1 := f.servers[0], f.servers[1]
@@ -482,64 +487,83 @@ func TestEtcdMoveUnderLoad(t *testing.T) {
 		boards = append(boards, b.ID)
 		reader = s1.create("/v1/pins", map[string]any{"board_id": b.ID})
 	}
-	w := startWriters(t, f.servers, boards)
-	time.Sleep(300 * time.Millisecond)
-	moved := make(chan error, 1)
-	var out string
-	go func() {
-		var err error
-		out, err = runCmd(t, f.tools(), "move-shards", "--range", "0-3", "--to", "h1")
-		moved <- err
-	}()
-	// Reads keep working throughout.
-	reads := 0
-	for done := false; !done; {
-		select {
-		case err := <-moved:
-			if err != nil {
-				t.Fatalf("move: %v\n%s", err, out)
+	var acked []string
+	// step runs move-shards with args under load and checks that no
+	// write failed and the range ends on host, in the map and in host's
+	// databases, with every pin acknowledged so far.
+	step := func(host string, args ...string) string {
+		t.Helper()
+		w := startWriters(t, f.servers, boards)
+		time.Sleep(300 * time.Millisecond)
+		moved := make(chan error, 1)
+		var out string
+		go func() {
+			var err error
+			out, err = runCmd(t, f.tools(), append([]string{"move-shards", "--range", "0-3", "--to", "h1"}, args...)...)
+			moved <- err
+		}()
+		// Reads keep working throughout.
+		reads := 0
+		for done := false; !done; {
+			select {
+			case err := <-moved:
+				if err != nil {
+					w.halt()
+					t.Fatalf("move-shards %v: %v\n%s", args, err, out)
+				}
+				done = true
+			default:
+				s1.must(http.StatusOK, http.MethodGet, "/v1/pins/"+reader.ID, nil)
+				reads++
 			}
-			done = true
-		default:
-			s1.must(http.StatusOK, http.MethodGet, "/v1/pins/"+reader.ID, nil)
-			reads++
 		}
-	}
-	time.Sleep(300 * time.Millisecond)
-	w.halt()
-	t.Logf("%d pins created by two writers during the move, %d reads; move output:\n%s", len(w.acked), reads, out)
-	if len(w.failed) > 0 {
-		t.Fatalf("%d writes failed during the move, first: %s", len(w.failed), w.failed[0])
-	}
-	if len(w.acked) < 10 {
-		t.Fatalf("only %d writes in the move", len(w.acked))
-	}
-	for _, rg := range shardMapOf(t, s0).Ranges {
-		if rg.Host != "h1" || rg.ReadOnly {
-			t.Fatalf("range after the move: %+v", rg)
+		time.Sleep(300 * time.Millisecond)
+		w.halt()
+		t.Logf("move-shards %v: %d pins created by two writers, %d reads; output:\n%s", args, len(w.acked), reads, out)
+		if len(w.failed) > 0 {
+			t.Fatalf("%d writes failed during move-shards %v, first: %s", len(w.failed), args, w.failed[0])
 		}
-	}
-	for _, id := range w.acked {
-		if hostOf(t, id) != "h0" {
-			t.Fatalf("pin %s was not on the moved range", id)
+		if len(w.acked) < 10 {
+			t.Fatalf("only %d writes during move-shards %v", len(w.acked), args)
 		}
-		s0.must(http.StatusOK, http.MethodGet, "/v1/pins/"+id, nil)
-	}
-	// The pins are on h1 itself, not only reachable: the source is gone.
-	db, err := sql.Open("mysql", f.h1.DSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var n int
-	for sh := range 4 {
-		var k int
-		if err := db.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM %s%05d.pins", f.prefix, sh)).Scan(&k); err != nil {
+		acked = append(acked, w.acked...)
+		for _, rg := range shardMapOf(t, s0).Ranges {
+			if rg.First < 4 && (rg.Host != host || rg.ReadOnly) {
+				t.Fatalf("range after move-shards %v: %+v", args, rg)
+			}
+		}
+		for _, id := range acked {
+			if hostOf(t, id) != "h0" {
+				t.Fatalf("pin %s was not on the moved range", id)
+			}
+			s0.must(http.StatusOK, http.MethodGet, "/v1/pins/"+id, nil)
+		}
+		// The pins are in host's databases themselves, not only reachable.
+		dsn := testenv.MySQLDSN(t)
+		if host == "h1" {
+			dsn = f.h1.DSN()
+		}
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
 			t.Fatal(err)
 		}
-		n += k
+		defer db.Close()
+		for _, id := range acked {
+			n, _ := strconv.ParseUint(id, 10, 64)
+			var k int
+			if err := db.QueryRow(fmt.Sprintf("SELECT COUNT(*) FROM %s%05d.pins WHERE local_id = ?", f.prefix, idcodec.ShardOf(n)), idcodec.LocalOf(n)).Scan(&k); err != nil || k != 1 {
+				t.Fatalf("pin %s is not in %s's databases: %d %v", id, host, k, err)
+			}
+		}
+		return out
 	}
-	if n < len(w.acked) {
-		t.Fatalf("h1 holds %d pins of the range, %d were acknowledged", n, len(w.acked))
+	out := step("h1")
+	if !strings.Contains(out, "the move is open") {
+		t.Fatalf("the move did not stay open:\n%s", out)
+	}
+	step("h0", "--revert")
+	step("h1", "--finish")
+	if n := countDatabases(t, testenv.MySQLDSN(t), f.prefix); n != 0 {
+		t.Fatalf("h0 still holds %d of the range's databases after --finish", n)
 	}
 }

@@ -20,17 +20,22 @@ import (
 // the shard databases of the range to HOST, rewriting the shard map as it
 // goes: the map file (PINSTORE_SHARD_MAP), which running servers poll, or
 // the map in etcd (PINSTORE_TOPOLOGY), which they watch and where each
-// reports the map it routes by. Killed at any point, the same command finishes the move;
-// with --abort it rolls back a move that has not switched yet. The state
-// of a move in progress is the lock file <map file>.move (see package
-// reshard). It opens no store: the move works on the map file and its own
-// connections to the hosts.
+// reports the map it routes by. It stops after the switch with the move
+// still open and reversible: --finish ends it (drops the old copies),
+// --revert moves the range back. Killed at any point, the same command
+// carries the move on; with --abort it rolls back a move that has not
+// switched yet. The state of a move in progress is the lock file <map
+// file>.move, or P/move in etcd (see package reshard). It opens no store:
+// the move works on the map and its own connections to the hosts.
 func runMoveShards(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("move-shards", "move-shards --range A-B --to HOST [flags]\n\nmoves a range of shards to another host of the shard map", stderr)
+	fs := newFlags("move-shards", "move-shards --range A-B --to HOST [--finish | --revert | --abort] [flags]\n\nmoves a range of shards to another host of the shard map; the move stays open (reversible) after its switch until --finish", stderr)
 	rng := fs.String("range", "", "shards to move, FIRST-LAST inclusive (required)")
 	to := fs.String("to", "", "target host, as the shard map names it (required)")
 	settle := fs.Duration("settle", 0, "wait after each map change before relying on every server having it (default: PINSTORE_MAP_POLL + query timeout + 2s)")
-	keep := fs.Bool("keep-source", false, "leave the source databases in place after the switch (stale copies; drop them by hand)")
+	finish := fs.Bool("finish", false, "end the move once switched (carrying it there first if needed): drop the old copies, the change logs and their triggers")
+	revert := fs.Bool("revert", false, "move a switched range back to its source hosts, with every write the new host took, and end the move")
+	keepFor := fs.Duration("keep", 0, "after the switch, keep applying the new host's writes to the old copies for this long before exiting (or finishing)")
+	keep := fs.Bool("keep-source", false, "when the move ends, leave the old copies in place (stale; drop them by hand); only their change logs and triggers are removed")
 	abort := fs.Bool("abort", false, "roll back the move in progress (before its switch): range writable on its source, copies on the target dropped")
 	servers := fs.String("servers", "", "comma-separated base URLs of every running server (e.g. http://10.0.0.5:8080): after each map change, wait until each reports the new map at /v1/admin/shard-map (with the service token in PINSTORE_ADMIN_TOKEN) instead of waiting --settle")
 	confirmWait := fs.Duration("confirm-timeout", time.Minute, "with --servers or PINSTORE_TOPOLOGY: how long a server may take to report a new map before the move stops")
@@ -67,6 +72,7 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 		First: first, Last: last, To: *to,
 		MapFile: cfg.MapFile, Shards: cfg.Map.Shards, DBPrefix: cfg.Map.DBPrefix, PoolSize: cfg.PoolSize,
 		Settle: *settle, MapPoll: poll, KeepSource: *keep, Abort: *abort,
+		Finish: *finish, Revert: *revert, Keep: *keepFor,
 		Parallel: *par, Batch: *batch, Progress: stdout,
 	}
 	stateAt := reshard.LockPath(cfg.MapFile)
@@ -93,16 +99,26 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 	rep, err := reshard.Move(ctx, opt)
 	if err != nil {
 		if !model.IsCode(err, model.EInvalid) && !model.IsCode(err, model.EConflict) || errors.Is(err, context.Canceled) {
-			fmt.Fprintf(stderr, "move-shards: interrupted; run the same command again to finish the move, or add --abort to roll it back (state in %s)\n", stateAt)
+			again := "run the same command again to carry the move on, or with --abort to roll it back (before its switch) or --revert (after)"
+			fmt.Fprintf(stderr, "move-shards: interrupted; %s (state in %s)\n", again, stateAt)
 		}
 		return err
 	}
-	if rep.Aborted {
-		fmt.Fprintf(stdout, "move-shards: rolled back in %v\n", rep.Total.Round(time.Millisecond))
-		return nil
+	ms := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	switch {
+	case rep.Aborted:
+		fmt.Fprintf(stdout, "move-shards: rolled back in %v\n", ms(rep.Total))
+	case rep.Reverted:
+		fmt.Fprintf(stdout, "move-shards: %d shards back on %s; writes held off %v, total %v; map version %s\n",
+			rep.Shards, strings.Join(rep.From, ", "), ms(rep.Held), ms(rep.Total), rep.MapVersion)
+	default:
+		end := "the move is open: --finish ends it, --revert moves the range back"
+		if rep.Finished {
+			end = "finished"
+		}
+		fmt.Fprintf(stdout, "move-shards: %d shards to %s; copy %v, writes held off %v, total %v; map version %s; %s\n",
+			rep.Shards, rep.To, ms(rep.Copy), ms(rep.Held), ms(rep.Total), rep.MapVersion, end)
 	}
-	fmt.Fprintf(stdout, "move-shards: %d shards to %s; copy %v, writes held off %v, total %v; map version %s\n",
-		rep.Shards, rep.To, rep.Copy.Round(time.Millisecond), rep.Held.Round(time.Millisecond), rep.Total.Round(time.Millisecond), rep.MapVersion)
 	return nil
 }
 

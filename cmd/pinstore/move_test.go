@@ -1,12 +1,14 @@
 package main
 
 import (
+	"database/sql"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pinstore/pinstore/store/shardmap"
 
@@ -57,11 +59,11 @@ func TestMoveShardsCommand(t *testing.T) {
 	if _, err := runCmd(t, env, "migrate"); err != nil {
 		t.Fatal(err)
 	}
-	out, err := runCmd(t, env, "move-shards", "--range", "0-1", "--to", "h1", "--settle", "100ms")
+	out, err := runCmd(t, env, "move-shards", "--range", "0-1", "--to", "h1", "--settle", "100ms", "--finish")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	for _, want := range []string{"copy:", "writes held:", "final pass:", "switched:", "dropped 2 source databases", "writes held off"} {
+	for _, want := range []string{"copy:", "catch-up pass 1:", "writes held:", "final pass:", "switched:", "dropped 2 source databases", "writes held off", "; finished"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -110,21 +112,88 @@ func TestMoveShardsConfirmsServers(t *testing.T) {
 	th.must(http.StatusOK, http.MethodGet, "/v1/pins/"+pin.ID, nil)
 
 	// With only the server that follows the map, the same command resumes
-	// and finishes, never waiting the hour of --settle.
+	// and switches, never waiting the hour of --settle; the move stays
+	// open.
 	out, err = runCmd(t, env, "move-shards", "--range", rng, "--to", "h1", "--servers", th.base, "--settle", "1h")
 	if err != nil {
 		t.Fatalf("move: %v\n%s", err, out)
 	}
-	if n := strings.Count(out, "confirmed: every server routes by map"); n != 2 {
-		t.Fatalf("%d confirmations, want 2 (after the hold, before the drop):\n%s", n, out)
+	if n := strings.Count(out, "confirmed: every server routes by map"); n != 1 || !strings.Contains(out, "the move is open") {
+		t.Fatalf("%d confirmations, want 1 (after the hold), and the move open:\n%s", n, out)
 	}
-	for _, r := range th.shardMap(t).Ranges {
-		if r.Host != "h1" || r.ReadOnly {
-			t.Fatalf("range after the move %+v", r)
+	// onlyOn waits until the server routes the moved range to host (it
+	// polls the file every 100ms).
+	onlyOn := func(host string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ok := true
+			rs := th.shardMap(t).Ranges
+			for _, r := range rs {
+				ok = ok && (r.First >= twoHostHalf || r.Host == host && !r.ReadOnly)
+			}
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("ranges %+v, want all on %s", rs, host)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
+	onlyOn("h1")
+	// Written on the new host: an edit and a new pin.
 	th.must(http.StatusOK, http.MethodPatch, "/v1/pins/"+pin.ID, map[string]any{"description": "moved"})
+	later := th.create("/v1/pins", map[string]any{"board_id": board.ID, "description": "on h1"})
 	if got := th.get("/v1/pins/" + pin.ID); got.Description != "moved" {
 		t.Fatalf("pin after the move %+v", got)
 	}
+	if _, err := runCmd(t, env, "move-shards", "--range", rng, "--to", "h1", "--abort"); err == nil || !strings.Contains(err.Error(), "--revert") {
+		t.Fatalf("abort after the switch: %v", err)
+	}
+
+	// Reverted: back on h0 with both writes; h1's copies dropped.
+	out, err = runCmd(t, env, "move-shards", "--range", rng, "--to", "h1", "--revert", "--servers", th.base, "--settle", "1h")
+	if err != nil || !strings.Contains(out, "shards back on 0-"+fmt.Sprint(twoHostHalf-1)+"@h0") {
+		t.Fatalf("revert: %v\n%s", err, out)
+	}
+	onlyOn("h0")
+	if got := th.get("/v1/pins/" + pin.ID); got.Description != "moved" {
+		t.Fatalf("pin after the revert %+v", got)
+	}
+	if got := th.get("/v1/pins/" + later.ID); got.Description != "on h1" {
+		t.Fatalf("pin written on h1, after the revert %+v", got)
+	}
+	if n := countDatabases(t, th.h1.DSN(), th.prefix); n != twoHostHalf {
+		t.Fatalf("h1 holds %d of the prefix's databases after the revert, want its own %d", n, twoHostHalf)
+	}
+
+	// Moved again and finished: h0's copies dropped.
+	out, err = runCmd(t, env, "move-shards", "--range", rng, "--to", "h1", "--finish", "--servers", th.base, "--settle", "1h")
+	if err != nil || !strings.Contains(out, "; finished") {
+		t.Fatalf("move --finish: %v\n%s", err, out)
+	}
+	onlyOn("h1")
+	th.must(http.StatusOK, http.MethodPatch, "/v1/pins/"+later.ID, map[string]any{"description": "finished"})
+	if got := th.get("/v1/pins/" + later.ID); got.Description != "finished" {
+		t.Fatalf("pin after the second move %+v", got)
+	}
+	if n := countDatabases(t, testenv.MySQLDSN(t), th.prefix); n != 0 {
+		t.Fatalf("h0 still holds %d of the prefix's databases", n)
+	}
+}
+
+// countDatabases counts the databases named with prefix on the host at dsn.
+func countDatabases(t *testing.T, dsn, prefix string) int {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?", prefix+"%").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -24,10 +24,10 @@ import (
 
 // TestMoveShardsBench measures a move of PINSTORE_BENCH_MOVE_SHARDS shards
 // (e.g. 256) of about PINSTORE_BENCH_MOVE_PINS pins each (default 1000)
-// from the shared MariaDB to a second local host, with production defaults
-// (map poll DefaultMapPoll, query timeout 5s, so settle 9s) and two writers
-// creating pins on the moving shards. It is skipped unless the variable is
-// set:
+// from the shared MariaDB to a second local host, and finishes it, with
+// production defaults (map poll DefaultMapPoll, query timeout 5s, so settle
+// 9s) and two writers creating pins on the moving shards. It is skipped
+// unless the variable is set:
 //
 //	PINSTORE_BENCH_MOVE_SHARDS=256 go test -count=1 -run TestMoveShardsBench -v -timeout 30m ./store/reshard
 //
@@ -149,7 +149,7 @@ func TestMoveShardsBench(t *testing.T) {
 			return true
 		})
 	}
-	rep, err := reshard.Move(ctx, reshard.Options{First: 0, Last: n - 1, To: "h1", MapFile: f.path, Progress: testWriter{t}})
+	rep, err := reshard.Move(ctx, reshard.Options{First: 0, Last: n - 1, To: "h1", MapFile: f.path, Finish: true, Progress: testWriter{t}})
 	ld.halt()
 	if err != nil {
 		t.Fatal(err)
@@ -157,8 +157,8 @@ func TestMoveShardsBench(t *testing.T) {
 	if got := readable(t, s, ackedPins); got != len(ackedPins) {
 		t.Fatalf("%d of %d acknowledged pins readable", got, len(ackedPins))
 	}
-	t.Logf("BENCH move-shards: %d shards, %d rows (%d pins seeded); copy %v; writes held off %v (settle %v + final pass and verify %v); total %v; writers: %d pins acknowledged, %d refused while held",
-		rep.Shards, rep.Rows, seeded.Load(), round(rep.Copy), round(rep.Held), topology.DefaultMapPoll+5*time.Second+2*time.Second, round(rep.Final), round(rep.Total), acked.Load(), refused.Load())
+	t.Logf("BENCH move-shards: %d shards, %d rows (%d pins seeded); copy and catch-up %v (%d passes, %d changes); writes held off %v (settle %v + final pass %v: %d changes applied, %d keys verified); total %v; writers: %d pins acknowledged, %d refused while held",
+		rep.Shards, rep.Rows, seeded.Load(), round(rep.Copy), rep.Passes, rep.CatchUp, round(rep.Held), topology.DefaultMapPoll+5*time.Second+2*time.Second, round(rep.Final), rep.FinalRows, rep.Verified, round(rep.Total), acked.Load(), refused.Load())
 }
 
 // testWriter sends progress lines to t.Log.

@@ -2,8 +2,6 @@ package reshard
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -25,26 +23,29 @@ type shardWork struct {
 	src, dst *sqlx.DB
 }
 
-// eachShard runs fn on every shard of the move, opt.Parallel at a time,
-// printing progress every second. It returns the rows fn reported and the
-// digests fn returned, by shard.
-func (mv *mover) eachShard(ctx context.Context, m *shardmap.Map, what string, fn func(context.Context, shardWork) (int64, string, error)) (int64, map[int]string, error) {
+// eachShard runs fn on every shard of the move, par at a time, printing
+// progress every second. Forward, each shard's work reads its source host
+// and writes the target; back (a revert, or keeping the old copies up to
+// date), the reverse. It returns the rows fn reported.
+func (mv *mover) eachShard(ctx context.Context, m *shardmap.Map, what string, back bool, par int, fn func(context.Context, shardWork) (int64, error)) (int64, error) {
 	st := mv.lock.state
-	dst, err := mv.hosts.db(m, st.To)
+	target, err := mv.hosts.db(m, st.To)
 	if err != nil {
-		return 0, nil, err
+		return 0, err
 	}
 	var rows, done atomic.Int64
-	digests := map[int]string{}
-	var mu sync.Mutex
 	finished := make(chan error, 1)
 	go func() {
-		finished <- mv.parallel(ctx, st.first, st.last, func(ctx context.Context, sh int) error {
-			src, err := mv.hosts.db(m, st.source(sh))
+		finished <- mv.parallel(ctx, st.first, st.last, par, func(ctx context.Context, sh int) error {
+			source, err := mv.hosts.db(m, st.source(sh))
 			if err != nil {
 				return err
 			}
-			n, d, err := fn(ctx, shardWork{n: sh, name: m.DBName(sh), src: src, dst: dst})
+			w := shardWork{n: sh, name: m.DBName(sh), src: source, dst: target}
+			if back {
+				w.src, w.dst = w.dst, w.src
+			}
+			n, err := fn(ctx, w)
 			rows.Add(n)
 			if err != nil {
 				var mm *mismatch
@@ -53,9 +54,6 @@ func (mv *mover) eachShard(ctx context.Context, m *shardmap.Map, what string, fn
 				}
 				return fmt.Errorf("%s shard %d: %w", what, sh, err)
 			}
-			mu.Lock()
-			digests[sh] = d
-			mu.Unlock()
 			done.Add(1)
 			return nil
 		})
@@ -65,23 +63,23 @@ func (mv *mover) eachShard(ctx context.Context, m *shardmap.Map, what string, fn
 	for {
 		select {
 		case err := <-finished:
-			return rows.Load(), digests, err
+			return rows.Load(), err
 		case <-progress.C:
 			mv.logf("%s: %d/%d shards, %d rows", what, done.Load(), st.last-st.first+1, rows.Load())
 		}
 	}
 }
 
-// parallel runs fn for shards first … last, opt.Parallel at once, and
-// stops at the first error (a mismatch is preferred over other errors).
-func (mv *mover) parallel(ctx context.Context, first, last int, fn func(context.Context, int) error) error {
+// parallel runs fn for shards first … last, par at once, and stops at
+// the first error (a mismatch is preferred over other errors).
+func (mv *mover) parallel(ctx context.Context, first, last, par int, fn func(context.Context, int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	work := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
-	for range min(mv.opt.Parallel, last-first+1) {
+	for range min(par, last-first+1) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -118,162 +116,224 @@ func (mv *mover) parallel(ctx context.Context, first, last int, fn func(context.
 type mismatch struct {
 	shard    int
 	table    string
+	what     string // which rows: "the 12 rows changed last", "all rows"
 	src, dst tableSum
 }
 
 func (e *mismatch) Error() string {
-	return fmt.Sprintf("shard %d table %s differs: %d rows (hash %016x) on the source, %d rows (hash %016x) on the target",
-		e.shard, e.table, e.src.rows, e.src.hash, e.dst.rows, e.dst.hash)
+	return fmt.Sprintf("shard %d table %s differs (%s): %d rows (hash %016x) on the source, %d rows (hash %016x) on the target",
+		e.shard, e.table, e.what, e.src.rows, e.src.hash, e.dst.rows, e.dst.hash)
 }
 
-// copyShard creates the shard on the target (the embedded migrations, the
-// same as pinstore migrate) and makes every table a copy of the source's,
-// chunk by chunk, while the source takes writes. It returns the rows
-// written.
-func (mv *mover) copyShard(ctx context.Context, w shardWork) (int64, string, error) {
+// tablesOf is the tables of shard w.n, the same on both sides (sameTables),
+// listed once per move and kept.
+func (mv *mover) tablesOf(ctx context.Context, w shardWork) ([]tableInfo, map[string]tableInfo, error) {
+	mv.mu.Lock()
+	tables, ok := mv.tables[w.n]
+	mv.mu.Unlock()
+	if !ok {
+		var err error
+		if tables, err = sameTables(ctx, w); err != nil {
+			return nil, nil, err
+		}
+		mv.mu.Lock()
+		mv.tables[w.n] = tables
+		mv.mu.Unlock()
+	}
+	byName := make(map[string]tableInfo, len(tables))
+	for _, tb := range tables {
+		byName[tb.name] = tb
+	}
+	return tables, byName, nil
+}
+
+// copyShard is the first pass of a shard: the change log and its triggers
+// on the source (before anything is read, so every change from then on is
+// logged), the shard created on the target (the embedded migrations, the
+// same as pinstore migrate), every table copied chunk by chunk while the
+// source takes writes (an empty table straight, a table copied before
+// chunk by chunk where the sums differ), and then the change log on the
+// target, which records the target's changes from the switch on, for the
+// way back. It returns the rows written.
+func (mv *mover) copyShard(ctx context.Context, w shardWork) (int64, error) {
+	tables, err := listTables(ctx, w.src, w.name)
+	if err != nil {
+		return 0, fmt.Errorf("source: %w", err)
+	}
+	if len(tables) == 0 {
+		return 0, fmt.Errorf("source database %s has no tables (is it provisioned?)", w.name)
+	}
+	if err := ensureLog(ctx, w.src, mv.hosts.ddlLock(w.src), w.name, tables); err != nil {
+		return 0, fmt.Errorf("source: %w", err)
+	}
+	if err := mv.hook("logging"); err != nil {
+		return 0, err
+	}
 	if err := migrations.Apply(ctx, w.dst, w.name, mv.ms); err != nil {
-		return 0, "", fmt.Errorf("create on target: %w", err)
+		return 0, fmt.Errorf("create on target: %w", err)
 	}
-	tables, err := sameTables(ctx, w)
-	if err != nil {
-		return 0, "", err
+	if tables, err = sameTables(ctx, w); err != nil {
+		return 0, err
 	}
 	var rows int64
 	for _, tb := range tables {
-		n, _, err := syncTable(ctx, w, tb, mv.opt.Batch, nil)
+		n, err := syncTable(ctx, w, tb, mv.opt.Batch)
 		rows += n
 		if err != nil {
-			return rows, "", fmt.Errorf("table %s: %w", tb.name, err)
+			return rows, fmt.Errorf("table %s: %w", tb.name, err)
 		}
 	}
-	return rows, "", nil
+	if err := ensureLog(ctx, w.dst, mv.hosts.ddlLock(w.dst), w.name, tables); err != nil {
+		return rows, fmt.Errorf("target: %w", err)
+	}
+	mv.mu.Lock()
+	mv.tables[w.n] = tables
+	mv.mu.Unlock()
+	return rows, nil
 }
 
-// finalShard is the pass while writes are held: every table made equal to
-// the source's and verified, chunk by chunk (row count and hash equal on
-// both hosts; a chunk copied is summed again on both sides), AUTO_INCREMENT
-// counters raised to the source's. It returns the rows written and the
-// source's digest, which the check before the drop compares against.
-func (mv *mover) finalShard(ctx context.Context, w shardWork) (int64, string, error) {
-	tables, err := sameTables(ctx, w)
+// catchUpShard applies the shard's change log from w.src to w.dst while
+// clients still write w.src (see drainLog). After the check before the
+// hold, the tables it changes are counted again while writes are held. It
+// returns the log entries applied.
+func (mv *mover) catchUpShard(ctx context.Context, w shardWork) (int64, error) {
+	_, byName, err := mv.tablesOf(ctx, w)
 	if err != nil {
-		return 0, "", err
+		return 0, err
 	}
-	verify := func(table string) error { return mv.hook("chunk copied: " + table) }
-	h := sha256.New()
-	var rows int64
-	for _, tb := range tables {
-		n, sum, err := syncTable(ctx, w, tb, mv.opt.Batch, verify)
-		rows += n
+	mv.mu.Lock()
+	again, checked := mv.recount[w.n]
+	mv.mu.Unlock()
+	if !checked {
+		return drainLog(ctx, w, byName, mv.opt.Batch, false, nil)
+	}
+	seen := keySet{}
+	n, err := drainLog(ctx, w, byName, mv.opt.Batch, false, seen)
+	mv.mu.Lock()
+	for table := range seen {
+		again[table] = true
+	}
+	mv.mu.Unlock()
+	return n, err
+}
+
+// finalShard is the pass while writes are held: the change log applied
+// until it is empty, then verified: the rows of every key applied in this
+// pass are the same on both sides (count and hash); every table that
+// changed in this pass, or whose counts differed at the check before the
+// hold (all of them when there was no check in this run), has as many rows
+// on both sides; the source has no table the move does not know; and the
+// source's log is still empty (nothing arrived meanwhile; if something
+// did, it is applied and checked again). The AUTO_INCREMENT counters of the
+// tables that changed (all, without a check) are raised to the source's.
+// It returns the log entries applied; a difference is a *mismatch.
+func (mv *mover) finalShard(ctx context.Context, w shardWork) (int64, error) {
+	tables, byName, err := mv.tablesOf(ctx, w)
+	if err != nil {
+		return 0, err
+	}
+	mv.mu.Lock()
+	again, checked := mv.recount[w.n]
+	mv.mu.Unlock()
+	seen := keySet{}
+	var applied int64
+	var counted []tableInfo
+	for round := 0; ; round++ {
+		n, err := drainLog(ctx, w, byName, mv.opt.Batch, true, seen)
+		applied += n
 		if err != nil {
-			var mm *mismatch
-			if errors.As(err, &mm) {
-				return rows, "", err
-			}
-			return rows, "", fmt.Errorf("table %s: %w", tb.name, err)
+			return applied, err
 		}
-		if tb.autoInc {
-			if err := raiseAutoInc(ctx, w, tb.name); err != nil {
-				return rows, "", fmt.Errorf("table %s: %w", tb.name, err)
+		if err := mv.hook(fmt.Sprintf("final applied %d", w.n)); err != nil {
+			return applied, err
+		}
+		counted = counted[:0]
+		for _, tb := range tables {
+			if !checked || again[tb.name] || seen[tb.name] != nil {
+				counted = append(counted, tb)
 			}
 		}
-		fmt.Fprintf(h, "%s:%d:%016x;", tb.name, sum.rows, sum.hash)
-	}
-	return rows, hex.EncodeToString(h.Sum(nil)[:8]), nil
-}
-
-// shardDigest is finalShard's digest computed on one side alone.
-func shardDigest(ctx context.Context, db *sqlx.DB, name string, batch int) (string, error) {
-	tables, err := listTables(ctx, db, name)
-	if err != nil {
-		return "", err
-	}
-	h := sha256.New()
-	for _, tb := range tables {
-		var sum tableSum
-		var lo []any
-		for {
-			hi, err := chunkEnd(ctx, db, name, tb, lo, batch)
-			if err != nil {
-				return "", err
-			}
-			s, err := tableChecksum(ctx, db, name, tb, lo, hi)
-			if err != nil {
-				return "", err
-			}
-			sum.rows, sum.hash = sum.rows+s.rows, sum.hash^s.hash
-			if hi == nil {
-				break
-			}
-			lo = hi
+		src, err := countRows(ctx, w.src, w.name, counted, true)
+		if err != nil {
+			return applied, fmt.Errorf("count: %w", err)
 		}
-		fmt.Fprintf(h, "%s:%d:%016x;", tb.name, sum.rows, sum.hash)
+		if src[0] > 0 { // writes arrive while held: a server routes by an old map
+			if round < 3 {
+				continue
+			}
+			return applied, fmt.Errorf("writes keep reaching the source while writes are held (%d changes logged): a server still routes by an old map", src[0])
+		}
+		if src[1] != int64(len(tables)+1) { // a migration ran during the move
+			return applied, &mismatch{shard: w.n, table: "(every table)", what: "tables in the database", src: tableSum{rows: src[1] - 1}, dst: tableSum{rows: int64(len(tables))}}
+		}
+		dst, err := countRows(ctx, w.dst, w.name, counted, false)
+		if err != nil {
+			return applied, fmt.Errorf("count on the target: %w", err)
+		}
+		for i, tb := range counted {
+			if src[i+2] != dst[i] {
+				return applied, &mismatch{shard: w.n, table: tb.name, what: "row count", src: tableSum{rows: src[i+2]}, dst: tableSum{rows: dst[i]}}
+			}
+		}
+		break
 	}
-	return hex.EncodeToString(h.Sum(nil)[:8]), nil
+	if err := verifyKeys(ctx, w, byName, seen); err != nil {
+		return applied, err
+	}
+	mv.verified.Add(int64(seen.len()))
+	raise := tables
+	if checked {
+		raise = raise[:0:0]
+		for _, tb := range tables {
+			if seen[tb.name] != nil {
+				raise = append(raise, tb)
+			}
+		}
+	}
+	if err := raiseAutoInc(ctx, w, mv.hosts.ddlLock(w.dst), raise, 0); err != nil {
+		return applied, err
+	}
+	return applied, nil
 }
 
 // syncTable makes the target's table equal to the source's. An empty
 // target gets a straight copy (the first pass); otherwise each chunk whose
 // sums differ is replaced (delete the chunk's key range on the target,
-// insert the source's rows) in one target transaction.
-//
-// With verify (the final pass, source frozen) every chunk is compared:
-// equal sums verify it, and a replaced chunk is summed again on both hosts
-// and must then be equal, or the result is a *mismatch; verify is called
-// after each copy (a test hook). It returns the rows written and, with
-// verify, the source's whole-table sum.
-func syncTable(ctx context.Context, w shardWork, tb tableInfo, batch int, verify func(table string) error) (int64, tableSum, error) {
-	var written int64
-	var total tableSum
-	if verify == nil {
-		var empty int
-		err := w.dst.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM "+w.name+".`"+tb.name+"` LIMIT 1) x").Scan(&empty)
-		if err != nil {
-			return 0, total, err
-		}
-		if empty == 0 {
-			n, err := copyAll(ctx, w, tb, batch)
-			return n, total, err
-		}
+// insert the source's rows) in one target transaction. It returns the
+// rows written.
+func syncTable(ctx context.Context, w shardWork, tb tableInfo, batch int) (int64, error) {
+	var empty int
+	err := w.dst.QueryRowContext(ctx, "SELECT COUNT(*) FROM (SELECT 1 FROM "+w.name+".`"+tb.name+"` LIMIT 1) x").Scan(&empty)
+	if err != nil {
+		return 0, err
 	}
+	if empty == 0 {
+		return copyAll(ctx, w, tb, batch)
+	}
+	var written int64
 	var lo []any
 	for {
 		hi, err := chunkEnd(ctx, w.src, w.name, tb, lo, batch)
 		if err != nil {
-			return written, total, err
+			return written, err
 		}
 		s, err := tableChecksum(ctx, w.src, w.name, tb, lo, hi)
 		if err != nil {
-			return written, total, err
+			return written, err
 		}
 		d, err := tableChecksum(ctx, w.dst, w.name, tb, lo, hi)
 		if err != nil {
-			return written, total, err
+			return written, err
 		}
 		if s != d {
 			n, err := copyChunk(ctx, w, tb, lo, hi)
 			written += n
 			if err != nil {
-				return written, total, err
-			}
-			if verify != nil {
-				if err := verify(tb.name); err != nil {
-					return written, total, err
-				}
-				if s, err = tableChecksum(ctx, w.src, w.name, tb, lo, hi); err != nil {
-					return written, total, err
-				}
-				if d, err = tableChecksum(ctx, w.dst, w.name, tb, lo, hi); err != nil {
-					return written, total, err
-				}
-				if s != d {
-					return written, total, &mismatch{shard: w.n, table: tb.name, src: s, dst: d}
-				}
+				return written, err
 			}
 		}
-		total.rows, total.hash = total.rows+s.rows, total.hash^s.hash
 		if hi == nil {
-			return written, total, nil
+			return written, nil
 		}
 		lo = hi
 	}
@@ -289,7 +349,7 @@ func copyAll(ctx context.Context, w shardWork, tb tableInfo, batch int) (int64, 
 		if err != nil || len(rows) == 0 {
 			return written, err
 		}
-		tx, err := w.dst.BeginTxx(ctx, nil)
+		tx, err := applyTx(ctx, w.dst)
 		if err != nil {
 			return written, err
 		}
@@ -313,7 +373,7 @@ func copyChunk(ctx context.Context, w shardWork, tb tableInfo, lo, hi []any) (in
 	if err != nil {
 		return 0, err
 	}
-	tx, err := w.dst.BeginTxx(ctx, nil)
+	tx, err := applyTx(ctx, w.dst)
 	if err != nil {
 		return 0, err
 	}
@@ -409,21 +469,51 @@ func insertRows(ctx context.Context, tx *sqlx.Tx, name string, tb tableInfo, row
 	return flush()
 }
 
-// raiseAutoInc sets the target table's AUTO_INCREMENT to at least the
-// source's, so an id handed out (even by a rolled-back insert) on the
-// source is never handed out again on the target.
-func raiseAutoInc(ctx context.Context, w shardWork, table string) error {
-	const q = "SELECT COALESCE(AUTO_INCREMENT, 0) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?"
-	var src, dst uint64
-	if err := w.src.QueryRowContext(ctx, q, w.name, table).Scan(&src); err != nil {
-		return err
+// raiseAutoInc sets the AUTO_INCREMENT of every such table of tables on
+// the target to at least the source's plus margin, so an id handed out
+// (even by a rolled-back insert) on the source is never handed out again on
+// the target. The ALTER is DDL: it runs holding ddl (hosts.ddlLock).
+func raiseAutoInc(ctx context.Context, w shardWork, ddl *sync.Mutex, tables []tableInfo, margin uint64) error {
+	var names []any
+	for _, tb := range tables {
+		if tb.autoInc {
+			names = append(names, tb.name)
+		}
 	}
-	if err := w.dst.QueryRowContext(ctx, q, w.name, table).Scan(&dst); err != nil {
-		return err
-	}
-	if src <= dst {
+	if len(names) == 0 {
 		return nil
 	}
-	_, err := w.dst.ExecContext(ctx, "ALTER TABLE "+w.name+".`"+table+"` AUTO_INCREMENT = "+strconv.FormatUint(src, 10))
-	return err
+	read := func(db *sqlx.DB) (map[string]uint64, error) {
+		var rows []struct {
+			Table string `db:"TABLE_NAME"`
+			Next  uint64 `db:"AI"`
+		}
+		q := "SELECT TABLE_NAME, COALESCE(AUTO_INCREMENT, 0) AS AI FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME IN (?" + strings.Repeat(",?", len(names)-1) + ")"
+		if err := sqlx.SelectContext(ctx, db, &rows, q, append([]any{w.name}, names...)...); err != nil {
+			return nil, err
+		}
+		out := map[string]uint64{}
+		for _, r := range rows {
+			out[r.Table] = r.Next
+		}
+		return out, nil
+	}
+	src, err := read(w.src)
+	if err != nil {
+		return fmt.Errorf("AUTO_INCREMENT on the source: %w", err)
+	}
+	dst, err := read(w.dst)
+	if err != nil {
+		return fmt.Errorf("AUTO_INCREMENT on the target: %w", err)
+	}
+	for _, n := range names {
+		table := n.(string)
+		if src[table]+margin <= dst[table] {
+			continue
+		}
+		if err := execLocked(ctx, w.dst, ddl, "ALTER TABLE "+w.name+".`"+table+"` AUTO_INCREMENT = "+strconv.FormatUint(src[table]+margin, 10)); err != nil {
+			return fmt.Errorf("table %s: %w", table, err)
+		}
+	}
+	return nil
 }

@@ -4,8 +4,10 @@ package reshard
 // on a move) need of the package's internals.
 
 // WithHook returns opt with hook called at each step of the move ("copy",
-// "copied", "held", "final", "chunk copied: TABLE", "switched"): an error
-// from it stops the move there, as a kill would.
+// "logging", "copied", "catch-up N", "checked", "held", "final", "final
+// applied N" (shard N's last changes applied while held), "verified",
+// "finish", "finishing", "kept", "revert", "reverted"): an error from it
+// stops the move there, as a kill would.
 func WithHook(opt Options, hook func(step string) error) Options {
 	opt.hook = hook
 	return opt

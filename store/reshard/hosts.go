@@ -19,9 +19,29 @@ type hosts struct {
 	size  int // connections per pool
 	mu    sync.Mutex
 	pools map[string]*sqlx.DB
+	ddl   map[*sqlx.DB]*sync.Mutex
 }
 
-func newHosts(size int) *hosts { return &hosts{size: size, pools: map[string]*sqlx.DB{}} }
+func newHosts(size int) *hosts {
+	return &hosts{size: size, pools: map[string]*sqlx.DB{}, ddl: map[*sqlx.DB]*sync.Mutex{}}
+}
+
+// ddlLock is the lock a move holds around each trigger statement, and each
+// drop of a database with triggers, that it sends to the host of db: one
+// at a time per host. MariaDB (10.11) running such statements at once on
+// one server can leave a trigger file's backup behind (table.TRG-) after
+// they succeed, and that stray file then makes DROP DATABASE fail with
+// "Directory not empty".
+func (h *hosts) ddlLock(db *sqlx.DB) *sync.Mutex {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	l, ok := h.ddl[db]
+	if !ok {
+		l = &sync.Mutex{}
+		h.ddl[db] = l
+	}
+	return l
+}
 
 // pool returns the pool for dsn, opening it the first time.
 func (h *hosts) pool(dsn string) (*sqlx.DB, error) {

@@ -13,15 +13,22 @@ import (
 	"github.com/pinstore/pinstore/store/shardmap"
 )
 
-// Lock-file steps. The map decides where a move stands; the step in the
-// file is informational, except that "aborted" records why a verification
-// failed.
+// Steps recorded in the move's state. The map decides where a move
+// stands; the recorded step adds what the map cannot say: that a revert
+// (reverting) or the end of the move (finishing) has begun, and that a
+// verification failed (aborted, with a note).
 const (
-	stepCopy     = "copy"
-	stepHold     = "hold"
-	stepSwitched = "switched"
-	stepAborted  = "aborted"
+	stepCopy      = "copy"
+	stepHold      = "hold"
+	stepSwitched  = "switched"
+	stepAborted   = "aborted"
+	stepReverting = "reverting"
+	stepFinishing = "finishing"
 )
+
+// stepRevertHold is where the map stands while a revert holds writes: the
+// range read-only on the target. It is never recorded.
+const stepRevertHold = "revert-hold"
 
 // moveState is the state of the move in progress, kept by the Home's lock
 // (the file <map file>.move, or a key in etcd):
@@ -31,20 +38,20 @@ const (
 //	from:                   # where the range was when the move began
 //	  - {shards: 0-127, host: mysql-a}
 //	  - {shards: 128-255, host: mysql-c}
-//	step: hold              # copy | hold | switched | aborted
+//	step: hold              # copy | hold | switched | aborted | reverting | finishing
 //	pid: 4242               # last process that ran it
 //	started: 2025-01-02T03:04:05Z
-//	note: ""                # why it was aborted
-//	digests: {0: 9f…}       # per shard: source content at the final verify
+//	note: ""                # why a verification failed
+//	copied: true            # the first pass is done: every change since is in the logs
 type moveState struct {
-	Range   string         `yaml:"range"`
-	To      string         `yaml:"to"`
-	From    []moveFrom     `yaml:"from"`
-	Step    string         `yaml:"step"`
-	PID     int            `yaml:"pid"`
-	Started time.Time      `yaml:"started"`
-	Note    string         `yaml:"note,omitempty"`
-	Digests map[int]string `yaml:"digests,omitempty"`
+	Range   string     `yaml:"range"`
+	To      string     `yaml:"to"`
+	From    []moveFrom `yaml:"from"`
+	Step    string     `yaml:"step"`
+	PID     int        `yaml:"pid"`
+	Started time.Time  `yaml:"started"`
+	Note    string     `yaml:"note,omitempty"`
+	Copied  bool       `yaml:"copied,omitempty"`
 
 	first, last int
 	src         []string // index shard-first: source host
@@ -136,10 +143,11 @@ func (st *moveState) source(sh int) string { return st.src[sh-st.first] }
 
 // where reads from the map where the move st stands: the whole range on
 // its sources writable (copy) or read-only (hold), or on the target
-// writable (switched). Anything else means the map was edited during the
-// move, which only a person can sort out (EConflict).
+// writable (switched) or read-only (revert-hold: a revert holds writes).
+// Anything else means the map was edited during the move, which only a
+// person can sort out (EConflict).
 func where(m *shardmap.Map, st *moveState) (string, error) {
-	var src, srcRO, dst int
+	var src, srcRO, dst, dstRO int
 	for sh := st.first; sh <= st.last; sh++ {
 		r, ok := m.RangeOf(sh)
 		switch {
@@ -147,6 +155,8 @@ func where(m *shardmap.Map, st *moveState) (string, error) {
 			return "", fmt.Errorf("shard %d is not in the map", sh)
 		case r.Host == st.To && !r.ReadOnly:
 			dst++
+		case r.Host == st.To:
+			dstRO++
 		case r.Host == st.source(sh) && r.ReadOnly:
 			srcRO++
 		case r.Host == st.source(sh):
@@ -164,6 +174,8 @@ func where(m *shardmap.Map, st *moveState) (string, error) {
 		return stepHold, nil
 	case dst:
 		return stepSwitched, nil
+	case dstRO:
+		return stepRevertHold, nil
 	}
-	return "", model.Errorf(model.EConflict, "the map has the range %s partly moved (%d writable on the source, %d read-only, %d on the target); fix the map by hand", st.Range, src, srcRO, dst)
+	return "", model.Errorf(model.EConflict, "the map has the range %s partly moved (%d writable on the source, %d read-only, %d on the target, %d read-only there); fix the map by hand", st.Range, src, srcRO, dst, dstRO)
 }

@@ -19,11 +19,11 @@ func (mv *mover) loadMap(ctx context.Context) (*shardmap.Map, string, error) {
 
 // rewrite re-reads the map (so that an operator's unrelated edit made
 // during the move is kept), checks that the move still stands at step
-// expect (EConflict if not), applies fn to the range's ranges, checks that
-// a server could put the result in force, and writes it as a
-// compare-and-swap on the revision it read: a change made meanwhile by
-// anyone else makes it EConflict. Nothing is written on error.
-func (mv *mover) rewrite(ctx context.Context, expect string, fn func(*shardmap.Range), why string) (*shardmap.Map, error) {
+// expect (EConflict if not), applies edit, checks that a server could put
+// the result in force, and writes it as a compare-and-swap on the revision
+// it read: a change made meanwhile by anyone else makes it EConflict.
+// Nothing is written on error.
+func (mv *mover) rewrite(ctx context.Context, expect string, edit func(*shardmap.Map) (*shardmap.Map, error), why string) (*shardmap.Map, error) {
 	st := mv.lock.state
 	m, rev, err := mv.loadMap(ctx)
 	if err != nil {
@@ -36,9 +36,12 @@ func (mv *mover) rewrite(ctx context.Context, expect string, fn func(*shardmap.R
 	if step != expect {
 		return nil, model.Errorf(model.EConflict, "the shard map changed under the move: the range should be at step %q, the map says %q", expect, step)
 	}
-	next, err := m.Rewrite(st.first, st.last, fn)
+	next, err := edit(m)
 	if err != nil {
 		return nil, err
+	}
+	if m.CheckWritable() == nil && next.CheckWritable() != nil {
+		return nil, model.Errorf(model.EInvalid, "holding writes on %s would leave no writable range open for new users; open another range first (nothing written)", st.Range)
 	}
 	if err := mv.servable(next); err != nil {
 		return nil, fmt.Errorf("the rewritten map would be rejected by servers (nothing written): %w", err)
@@ -49,6 +52,27 @@ func (mv *mover) rewrite(ctx context.Context, expect string, fn func(*shardmap.R
 	}
 	mv.cur = next
 	return next, nil
+}
+
+// onRange is the edit that applies fn to the ranges of the move's shards.
+func (mv *mover) onRange(fn func(*shardmap.Range)) func(*shardmap.Map) (*shardmap.Map, error) {
+	st := mv.lock.state
+	return func(m *shardmap.Map) (*shardmap.Map, error) { return m.Rewrite(st.first, st.last, fn) }
+}
+
+// toSources is the edit that puts the move's shards back on the hosts
+// they came from, writable.
+func (mv *mover) toSources(m *shardmap.Map) (*shardmap.Map, error) {
+	for _, f := range mv.lock.state.From {
+		a, b, err := shardmap.ParseRange(f.Shards)
+		if err != nil {
+			return nil, err
+		}
+		if m, err = m.Rewrite(a, b, func(r *shardmap.Range) { r.Host, r.ReadOnly = f.Host, false }); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }
 
 // servable checks what a server checks before it puts a new map in force,

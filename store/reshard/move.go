@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jmoiron/sqlx"
 
 	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/model"
@@ -67,12 +70,29 @@ type Options struct {
 	// etcd report that): then Move does not wait the query timeout after
 	// it.
 	ConfirmDrains bool
-	KeepSource    bool      // leave the source databases in place after the switch
-	Abort         bool      // roll back the move in progress instead of finishing it
-	Parallel      int       // shards copied at once; default 4
-	Batch         int       // rows per copy chunk; default 1000
-	PoolSize      int       // connections per host (PINSTORE_POOL_SIZE); default 64
-	Progress      io.Writer // receives progress lines; nil for none
+	// Finish ends the move once it has switched: the old copies (the
+	// source databases) dropped, the change logs and their triggers
+	// removed on both sides. Without it a move stops after the switch,
+	// still in progress and reversible (Revert), until a later Move with
+	// Finish.
+	Finish bool
+	// Revert moves a switched range back to its source hosts, with every
+	// write the target took since the switch, and ends the move.
+	Revert bool
+	// Keep is how long, after the switch, Move keeps applying the
+	// target's changes to the old copies before it returns (or finishes),
+	// so that they stay current; a revert later needs only what changed
+	// since. The target's change log keeps a revert exact either way.
+	Keep time.Duration
+	// KeepSource leaves the old copies in place when the move ends (their
+	// change logs and triggers are removed): the source databases after
+	// Finish, the target's after a Revert.
+	KeepSource bool
+	Abort      bool      // roll back the move in progress (before its switch) instead of finishing it
+	Parallel   int       // shards copied at once; default 4 (the pass while writes are held runs 4 times as many)
+	Batch      int       // rows per copy chunk, and change log entries per catch-up batch; default 1000
+	PoolSize   int       // connections per host (PINSTORE_POOL_SIZE); default 64
+	Progress   io.Writer // receives progress lines; nil for none
 
 	hook func(step string) error // tests: fail at a step as a kill would
 }
@@ -82,16 +102,23 @@ type Report struct {
 	Shards     int           // shards in the range
 	From       []string      // "first-last@host" of the range before the move
 	To         string        // target host
-	Resumed    string        // the step a resumed move started at; "" for a new move
-	Rows       int64         // rows written to the target (first pass + final pass)
-	FinalRows  int64         // of which, rows re-copied while writes were held
-	Copy       time.Duration // copy and catch-up passes, writes still flowing to the source
+	Resumed    string        // where a resumed move started (the map's step); "" for a new move
+	Rows       int64         // rows written to the target by the first pass
+	Passes     int           // catch-up passes while writes flowed
+	CatchUp    int64         // change log entries applied by them
+	FinalRows  int64         // change log entries applied while writes were held
+	Verified   int64         // keys compared row by row while writes were held
+	Copy       time.Duration // first pass and catch-up passes, writes still flowing
 	Final      time.Duration // final pass and verification, writes held
 	Held       time.Duration // from the read-only map to the switched map
+	Kept       int64         // target changes applied to the old copies after the switch (Keep)
 	Total      time.Duration
-	Dropped    int    // source databases dropped
+	Switched   bool   // the range is on its new host (or, after a revert, back on its source)
+	Dropped    int    // databases dropped at the end of the move
 	MapVersion string // version of the map left in force
-	Aborted    bool   // the move was rolled back (Abort)
+	Aborted    bool   // the move was rolled back before its switch (Abort)
+	Reverted   bool   // the range was moved back to its source hosts (Revert)
+	Finished   bool   // the move is over: no state, change log or trigger left
 }
 
 // mover is one Move run.
@@ -105,35 +132,47 @@ type mover struct {
 	ms    []migrations.Migration
 	out   io.Writer
 	start time.Time
+
+	mu       sync.Mutex
+	tables   map[int][]tableInfo     // by shard: its tables, the same on both sides
+	recount  map[int]map[string]bool // by shard: tables whose counts differed at the check before the hold, or changed since
+	checked  bool                    // the check ran in this run
+	verified atomic.Int64
 }
 
-// Move moves shards opt.First … opt.Last to host opt.To, or resumes (or
-// with opt.Abort, rolls back) the move in progress; see the package comment
-// for the protocol. It reads and rewrites the map file opt.MapFile; servers
-// pick up each rewrite by following the file (store's WatchMap or
-// ReloadFile).
+// Move moves shards opt.First … opt.Last to host opt.To, or resumes the
+// move in progress, or with opt.Abort rolls it back (before its switch),
+// with opt.Revert moves it back (after its switch), with opt.Finish ends
+// it; see the package comment for the protocol. It reads and rewrites the
+// map at opt.Home (or the map file opt.MapFile); servers pick up each
+// rewrite by following it.
 //
-// Refused, changing nothing (EInvalid or EConflict): no map file; a range
+// Refused, changing nothing (EInvalid or EConflict): no map; a range
 // outside the map; an unknown target; shards already on the target, or
 // whose database the target already has; a target that is the same MySQL
 // server as a source; a range that is read-only with no move recorded; a
 // move that would leave no writable open range while writes are held;
 // source shards not migrated to the newest schema; another move in
-// progress or running. A verification mismatch rolls back (the range is
-// writable on its source again, nothing dropped) and returns EConflict, as
-// does a source changed after the final verify (its database is kept).
-// Any other error once the move has started (a host down, the context
-// cancelled) leaves it in progress, to be finished by calling Move again
-// with the same range and target, or rolled back with Abort. Errors that
-// are not a *model.Error are wrapped with the operation ("reshard.Move: …").
+// progress (switched but not finished counts) or running; Abort after the
+// switch, Revert before it. A verification mismatch rolls back (the range
+// is writable where it was before the hold, nothing dropped) and returns
+// EConflict, as does a write that reached an old copy after the switch
+// (Finish then drops nothing). Any other error once the move has started
+// (a host down, the context cancelled) leaves it in progress, to be
+// carried on by calling Move again with the same range and target (and
+// the same Revert), or rolled back with Abort. Errors that are not a
+// *model.Error are wrapped with the operation ("reshard.Move: …").
 func Move(ctx context.Context, opt Options) (Report, error) {
 	const op = "reshard.Move"
-	mv := &mover{opt: opt, home: opt.Home, out: opt.Progress, start: time.Now()}
+	mv := &mover{opt: opt, home: opt.Home, out: opt.Progress, start: time.Now(), tables: map[int][]tableInfo{}, recount: map[int]map[string]bool{}}
 	if mv.home == nil && opt.MapFile != "" {
 		mv.home = FileHome(opt.MapFile)
 	}
 	if mv.home == nil {
 		return mv.rep, model.Wrap(op, model.EInvalid, "moving shards needs a shard map file (PINSTORE_SHARD_MAP) or a topology in etcd (PINSTORE_TOPOLOGY)", nil)
+	}
+	if n := btoi(opt.Abort) + btoi(opt.Revert) + btoi(opt.Finish); n > 1 || opt.Abort && opt.Keep > 0 {
+		return mv.rep, model.Wrap(op, model.EInvalid, "choose one of abort, revert and finish (keep goes with a move or finish)", nil)
 	}
 	mv.defaults()
 	mv.hosts = newHosts(mv.opt.PoolSize)
@@ -151,6 +190,13 @@ func Move(ctx context.Context, opt Options) (Report, error) {
 		}
 	}
 	return rep, err
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // defaults fills the options the caller left zero and warns about a settle
@@ -175,7 +221,7 @@ func (mv *mover) defaults() {
 	if o.Settle <= 0 {
 		o.Settle = o.MapPoll + o.QueryTimeout + 2*time.Second
 	} else if floor := o.MapPoll + o.QueryTimeout; o.Confirm == nil && o.Settle < floor {
-		mv.logf("WARNING: settle %v is shorter than the map poll interval plus the query timeout (%v): a write routed on an old map may reach a source after its final copy (the check before the drop would then keep that source)", o.Settle, floor)
+		mv.logf("WARNING: settle %v is shorter than the map poll interval plus the query timeout (%v): a write routed on an old map may reach an old copy after the final pass (the check before the drop would then keep it)", o.Settle, floor)
 	}
 	if o.Parallel <= 0 {
 		o.Parallel = 4
@@ -211,7 +257,7 @@ func (mv *mover) load(ctx context.Context) error {
 }
 
 // run takes the lock, starts a new move (plan) or picks up the one in
-// progress, and carries it from the step the map shows to its end.
+// progress, and carries it from the step the map shows as far as asked.
 func (mv *mover) run(ctx context.Context) (Report, error) {
 	lock, err := openMoveLock(ctx, mv.home)
 	if err != nil {
@@ -225,7 +271,7 @@ func (mv *mover) run(ctx context.Context) (Report, error) {
 	}
 	fresh := lock.state == nil
 	if fresh {
-		if mv.opt.Abort {
+		if mv.opt.Abort || mv.opt.Revert {
 			_ = lock.remove(ctx)
 			return mv.rep, model.Errorf(model.EInvalid, "no move is in progress (no %s)", lock.where())
 		}
@@ -242,8 +288,8 @@ func (mv *mover) run(ctx context.Context) (Report, error) {
 		st := lock.state
 		if st.first != mv.opt.First || st.last != mv.opt.Last || st.To != mv.opt.To {
 			return mv.rep, model.Errorf(model.EConflict,
-				"a move of shards %s to %q is in progress (%s): run move-shards --range %s --to %s to finish it, or add --abort to roll it back",
-				st.Range, st.To, lock.where(), st.Range, st.To)
+				"a move of shards %s to %q is in progress (%s, step %s): carry it on with move-shards --range %s --to %s (add --finish to end it, --revert to move it back once switched, --abort to roll it back before)",
+				st.Range, st.To, lock.where(), st.Step, st.Range, st.To)
 		}
 	}
 	st := lock.state
@@ -252,13 +298,13 @@ func (mv *mover) run(ctx context.Context) (Report, error) {
 	for _, f := range st.From {
 		mv.rep.From = append(mv.rep.From, f.Shards+"@"+f.Host)
 	}
-	step, err := where(m, st)
+	pos, err := where(m, st)
 	if err != nil {
 		return mv.rep, err
 	}
 	if !fresh {
-		mv.rep.Resumed = step
-		mv.logf("resuming the move of shards %s to %s at step %q (state in %s)", st.Range, st.To, step, lock.where())
+		mv.rep.Resumed = pos
+		mv.logf("carrying on the move of shards %s to %s (state in %s: step %s; the map says %s)", st.Range, st.To, lock.where(), st.Step, pos)
 	} else {
 		wait := fmt.Sprintf("settle %v", mv.opt.Settle)
 		if mv.opt.Confirm != nil {
@@ -266,75 +312,221 @@ func (mv *mover) run(ctx context.Context) (Report, error) {
 		}
 		mv.logf("moving shards %s (%d) from %s to %s; %s", st.Range, mv.rep.Shards, strings.Join(mv.rep.From, ", "), st.To, wait)
 	}
-	if mv.opt.Abort {
-		return mv.abort(ctx, m, step)
-	}
-	switch step {
-	case stepCopy:
-		if err := mv.copyStep(ctx, m); err != nil {
-			return mv.rep, err
-		}
-		if m, _, err = mv.loadMap(ctx); err != nil {
-			return mv.rep, err
-		}
-		fallthrough
-	case stepHold:
-		if err := mv.holdStep(ctx, m, step == stepHold); err != nil {
-			return mv.rep, err
-		}
-		fallthrough
-	case stepSwitched:
-		if err := mv.finishStep(ctx); err != nil {
-			return mv.rep, err
-		}
+	switch {
+	case mv.opt.Abort:
+		err = mv.abort(ctx, m, pos)
+	case mv.opt.Revert:
+		err = mv.revert(ctx, m, pos)
+	case st.Step == stepReverting:
+		err = model.Errorf(model.EConflict, "a revert of shards %s from %q is in progress: run move-shards --range %s --to %s --revert to finish it", st.Range, st.To, st.Range, st.To)
+	default:
+		err = mv.forward(ctx, m, pos)
 	}
 	mv.rep.Total = time.Since(mv.start)
 	mv.rep.MapVersion = mv.cur.Version()
-	mv.logf("done in %v: copy %v, writes held off %v (final pass %v), %d rows copied (%d while held), %d source databases dropped",
-		round(mv.rep.Total), round(mv.rep.Copy), round(mv.rep.Held), round(mv.rep.Final), mv.rep.Rows, mv.rep.FinalRows, mv.rep.Dropped)
-	return mv.rep, nil
+	mv.rep.Verified = mv.verified.Load()
+	return mv.rep, err
 }
 
 func round(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 
-// copyStep is the first pass: every shard copied while writes flow.
+// forward carries a move from where the map shows it to its switch, then
+// keeps the old copies current for Keep, and with Finish ends it.
+func (mv *mover) forward(ctx context.Context, m *shardmap.Map, pos string) error {
+	st := mv.lock.state
+	switch pos {
+	case stepCopy:
+		if err := mv.copyStep(ctx, m); err != nil {
+			return err
+		}
+		var err error
+		if m, _, err = mv.loadMap(ctx); err != nil {
+			return err
+		}
+		fallthrough
+	case stepHold:
+		if err := mv.cutover(ctx, m, false, pos == stepHold); err != nil {
+			return err
+		}
+		mv.logf("switched: copy %v (%d rows, then %d catch-up passes applying %d changes); writes held off %v (final pass %v: %d changes applied, %d keys verified)",
+			round(mv.rep.Copy), mv.rep.Rows, mv.rep.Passes, mv.rep.CatchUp, round(mv.rep.Held), round(mv.rep.Final), mv.rep.FinalRows, mv.verified.Load())
+	case stepSwitched:
+	default:
+		return model.Errorf(model.EConflict, "the map holds shards %s read-only on the target %q, as only a revert does, but no revert is recorded (%s); fix the map by hand", st.Range, st.To, mv.lock.where())
+	}
+	mv.rep.Switched = true
+	if st.Step != stepFinishing {
+		if err := mv.keep(ctx); err != nil {
+			return err
+		}
+		if !mv.opt.Finish {
+			mv.logf("the move stays open and reversible: the target's change log records every write. End it with move-shards --range %s --to %s --finish (drops the old copies), or move the range back with --revert", st.Range, st.To)
+			return nil
+		}
+	}
+	return mv.finishStep(ctx)
+}
+
+// catchUpSmall is the backlog (change log entries applied by one catch-up
+// pass) below which the next pass runs with writes held. maxPasses bounds
+// the passes while writes flow: a backlog that is still large after them,
+// or that grew three passes in a row (writes arrive about as fast as they
+// are applied), stops the move before its hold, which would then last too
+// long.
+const (
+	catchUpSmall = 1000
+	maxPasses    = 20
+)
+
+// copyStep is the first pass, every shard copied while writes flow (once:
+// a move that is carried on after it needs only the logs), then the
+// catch-up passes.
 func (mv *mover) copyStep(ctx context.Context, m *shardmap.Map) error {
+	st := mv.lock.state
 	if err := mv.hook("copy"); err != nil {
 		return err
 	}
 	begin := time.Now()
-	rows, _, err := mv.eachShard(ctx, m, "copy", mv.copyShard)
-	mv.rep.Rows += rows
-	mv.rep.Copy = time.Since(begin)
-	if err != nil {
-		return err
-	}
-	mv.logf("copy: %d shards, %d rows in %v", mv.rep.Shards, rows, round(mv.rep.Copy))
-	// A catch-up pass, still live, so the pass while writes are held has
-	// only the last moments' changes to copy.
-	begin = time.Now()
-	rows, _, err = mv.eachShard(ctx, m, "catch-up", mv.copyShard)
-	mv.rep.Rows += rows
-	mv.rep.Copy += time.Since(begin)
-	if err != nil {
-		return err
-	}
-	mv.logf("catch-up: %d rows changed during the copy re-copied in %v", rows, round(time.Since(begin)))
-	return mv.hook("copied")
-}
-
-// holdStep makes the range read-only, settles, copies what changed,
-// verifies, and switches the map to the target. resumed: the map was
-// already read-only when this run started.
-func (mv *mover) holdStep(ctx context.Context, m *shardmap.Map, resumed bool) error {
-	st := mv.lock.state
-	heldAt := time.Now()
-	if !resumed {
-		st.Step = stepHold
+	if !st.Copied {
+		rows, err := mv.eachShard(ctx, m, "copy", false, mv.opt.Parallel, mv.copyShard)
+		mv.rep.Rows += rows
+		mv.rep.Copy = time.Since(begin)
+		if err != nil {
+			return err
+		}
+		mv.logf("copy: %d shards, %d rows in %v; every change since is in the source's change log", mv.rep.Shards, rows, round(mv.rep.Copy))
+		st.Copied = true
 		if err := mv.lock.save(ctx); err != nil {
 			return err
 		}
-		ro, err := mv.rewrite(ctx, stepCopy, func(r *shardmap.Range) { r.ReadOnly = true }, "holding writes")
+	}
+	if err := mv.hook("copied"); err != nil {
+		return err
+	}
+	begin = time.Now()
+	err := mv.catchUp(ctx, m, false)
+	mv.rep.Copy += time.Since(begin)
+	return err
+}
+
+// catchUp applies the change logs of the side that takes writes to the
+// other, pass after pass while writes flow, until a pass has only a small
+// backlog left to apply (catchUpSmall), so that the pass while writes are
+// held has only the last moments' changes.
+func (mv *mover) catchUp(ctx context.Context, m *shardmap.Map, back bool) error {
+	var prev int64
+	growing := 0
+	for pass := 1; ; pass++ {
+		begin := time.Now()
+		n, err := mv.eachShard(ctx, m, "catch-up", back, mv.opt.Parallel, mv.catchUpShard)
+		mv.rep.Passes++
+		mv.rep.CatchUp += n
+		if err != nil {
+			return err
+		}
+		mv.logf("catch-up pass %d: %d changes applied in %v", pass, n, round(time.Since(begin)))
+		if err := mv.hook(fmt.Sprintf("catch-up %d", pass)); err != nil {
+			return err
+		}
+		if n <= catchUpSmall {
+			if mv.checked {
+				return nil
+			}
+			// The check takes a while: another pass applies what came
+			// meanwhile, so that the hold has only the last moments'.
+			if err := mv.check(ctx, m, back); err != nil {
+				return err
+			}
+			if err := mv.hook("checked"); err != nil {
+				return err
+			}
+			continue
+		}
+		if pass > 1 && n > prev {
+			growing++
+		} else {
+			growing = 0
+		}
+		prev = n
+		if pass >= maxPasses || growing >= 3 {
+			return model.Errorf(model.EUnavailable, "catch-up does not converge: pass %d still applied %d changes (writes arrive about as fast as the move applies them); writes were not held. Run the same command again when the load is lower, or add --abort", pass, n)
+		}
+	}
+}
+
+// check counts every table on both sides, shard by shard, just before the
+// hold, while writes still flow, and raises the AUTO_INCREMENT counters of
+// the side that is to take over to the other's plus autoIncMargin. A table
+// whose counts differ has changes still to apply; it is counted again while
+// writes are held, with every table that changes meanwhile, and only those:
+// a table that does neither had equal counts at the check and has not
+// changed since (catchUpShard adds the tables it applies changes to after
+// the check). So the hold opens only the tables that changed.
+func (mv *mover) check(ctx context.Context, m *shardmap.Map, back bool) error {
+	begin := time.Now()
+	var differ atomic.Int64
+	_, err := mv.eachShard(ctx, m, "check", back, mv.opt.Parallel, func(ctx context.Context, w shardWork) (int64, error) {
+		tables, _, err := mv.tablesOf(ctx, w)
+		if err != nil {
+			return 0, err
+		}
+		src, err := countRows(ctx, w.src, w.name, tables, false)
+		if err != nil {
+			return 0, fmt.Errorf("count: %w", err)
+		}
+		dst, err := countRows(ctx, w.dst, w.name, tables, false)
+		if err != nil {
+			return 0, fmt.Errorf("count on the target: %w", err)
+		}
+		again := map[string]bool{}
+		for i, tb := range tables {
+			if src[i] != dst[i] {
+				again[tb.name] = true
+			}
+		}
+		differ.Add(int64(len(again)))
+		mv.mu.Lock()
+		mv.recount[w.n] = again
+		mv.mu.Unlock()
+		return 0, raiseAutoInc(ctx, w, mv.hosts.ddlLock(w.dst), tables, autoIncMargin)
+	})
+	if err != nil {
+		return err
+	}
+	mv.checked = true
+	mv.logf("checked every table's row count on both sides in %v (%d tables with changes still to apply)", round(time.Since(begin)), differ.Load())
+	return nil
+}
+
+// autoIncMargin is how far past the other side's counter the check before
+// the hold raises the AUTO_INCREMENT counters of the side that takes over:
+// ids that inserts take on the other side until the hold (committed ones
+// are copied with their ids, which raises the counter too; rolled-back
+// ones are not) are never handed out again unless more than this many are
+// taken meanwhile.
+const autoIncMargin = 10000
+
+// cutover holds writes to the range where it is writable now (the source,
+// or back: the target), settles, applies the last changes and verifies
+// them, and switches the map (to the target, or back: to the sources).
+// resumed: the map held the range already when this run started.
+func (mv *mover) cutover(ctx context.Context, m *shardmap.Map, back, resumed bool) error {
+	st := mv.lock.state
+	from, held, what := stepCopy, stepHold, "switched"
+	switchTo := mv.onRange(func(r *shardmap.Range) { r.Host, r.ReadOnly = st.To, false })
+	if back {
+		from, held, what = stepSwitched, stepRevertHold, "reverted"
+		switchTo = mv.toSources
+	}
+	heldAt := time.Now()
+	if !resumed {
+		if !back {
+			st.Step = stepHold
+			if err := mv.lock.save(ctx); err != nil {
+				return err
+			}
+		}
+		ro, err := mv.rewrite(ctx, from, mv.onRange(func(r *shardmap.Range) { r.ReadOnly = true }), "holding writes")
 		if err != nil {
 			return err
 		}
@@ -352,30 +544,44 @@ func (mv *mover) holdStep(ctx context.Context, m *shardmap.Map, resumed bool) er
 		return err
 	}
 	begin := time.Now()
-	rows, digests, err := mv.eachShard(ctx, m, "final pass", mv.finalShard)
-	mv.rep.Rows += rows
-	mv.rep.FinalRows += rows
+	n, err := mv.eachShard(ctx, m, "final pass", back, 4*mv.opt.Parallel, mv.finalShard)
+	mv.rep.FinalRows += n
 	mv.rep.Final = time.Since(begin)
 	var mm *mismatch
 	if errors.As(err, &mm) {
-		return mv.rollback(ctx, mm)
+		return mv.rollback(ctx, mm, back)
 	}
 	if err != nil {
 		return err
 	}
-	mv.logf("final pass: %d rows re-copied, %d shards verified in %v", rows, len(digests), round(mv.rep.Final))
-	st.Digests = digests
-	st.Step = stepSwitched
-	if err := mv.lock.save(ctx); err != nil {
+	mv.logf("final pass: %d changes applied, %d keys and the row counts of the tables that changed verified, %d shards, in %v", n, mv.verified.Load(), mv.rep.Shards, round(mv.rep.Final))
+	if err := mv.hook("verified"); err != nil {
 		return err
 	}
-	sw, err := mv.rewrite(ctx, stepHold, func(r *shardmap.Range) { r.Host, r.ReadOnly = st.To, false }, "switched")
+	if !back {
+		st.Step = stepSwitched
+		if err := mv.lock.save(ctx); err != nil {
+			return err
+		}
+	}
+	sw, err := mv.rewrite(ctx, held, switchTo, what)
 	if err != nil {
 		return err
 	}
 	mv.rep.Held = time.Since(heldAt)
-	mv.logf("switched: shards %s on %s, writable (map version %s); writes were held off for %v", st.Range, st.To, sw.Version(), round(mv.rep.Held))
+	mv.logf("%s: shards %s writable on %s (map version %s); writes were held off for %v", what, st.Range, strings.Join(rangeHosts(sw, st), ", "), sw.Version(), round(mv.rep.Held))
 	return nil
+}
+
+// rangeHosts is the hosts the map places the move's range on.
+func rangeHosts(m *shardmap.Map, st *moveState) []string {
+	var out []string
+	for sh := st.first; sh <= st.last; sh++ {
+		if r, _ := m.RangeOf(sh); !slices.Contains(out, r.Host) {
+			out = append(out, r.Host)
+		}
+	}
+	return out
 }
 
 // settle waits until every server can be relied on to route by the map of
@@ -399,119 +605,222 @@ func (mv *mover) settle(ctx context.Context, version string) error {
 	return sleep(ctx, mv.opt.QueryTimeout)
 }
 
-// finishStep waits until no server routes to the source any more, checks
-// that no late write reached a source since the verify, drops the source
-// databases (unless KeepSource) and ends the move.
-func (mv *mover) finishStep(ctx context.Context) error {
-	st := mv.lock.state
-	if err := mv.hook("switched"); err != nil {
-		return err
-	}
-	if mv.opt.KeepSource {
-		mv.logf("keeping the source databases (--keep-source): they are stale copies now; drop them when convenient")
-		return mv.lock.remove(ctx)
+// keep applies the target's changes to the old copies for opt.Keep after
+// the switch, every second.
+func (mv *mover) keep(ctx context.Context) error {
+	if mv.opt.Keep <= 0 {
+		return nil
 	}
 	m, _, err := mv.loadMap(ctx)
 	if err != nil {
 		return err
 	}
-	mv.logf("before dropping the source databases:")
-	if err := mv.settle(ctx, m.Version()); err != nil {
+	mv.logf("keeping the old copies up to date for %v", mv.opt.Keep)
+	until := time.Now().Add(mv.opt.Keep)
+	for {
+		n, err := mv.eachShard(ctx, m, "keeping the old copies", true, mv.opt.Parallel, mv.catchUpShard)
+		mv.rep.Kept += n
+		if err != nil {
+			return err
+		}
+		if err := mv.hook("kept"); err != nil {
+			return err
+		}
+		left := time.Until(until)
+		if left <= 0 {
+			break
+		}
+		if err := sleep(ctx, min(left, time.Second)); err != nil {
+			return err
+		}
+	}
+	mv.logf("kept the old copies up to date: %d changes applied", mv.rep.Kept)
+	return nil
+}
+
+// finishStep ends a switched move: it waits until no server routes to the
+// old copies, checks that no write reached them after the final pass (their
+// change logs are empty; otherwise nothing is dropped, EConflict, unless
+// KeepSource), then drops the old copies (or with KeepSource only their
+// change logs and triggers), and the target's change logs and triggers.
+func (mv *mover) finishStep(ctx context.Context) error {
+	st := mv.lock.state
+	if err := mv.hook("finish"); err != nil {
 		return err
 	}
+	m, _, err := mv.loadMap(ctx)
+	if err != nil {
+		return err
+	}
+	if st.Step != stepFinishing {
+		mv.logf("before dropping the old copies:")
+		if err := mv.settle(ctx, m.Version()); err != nil {
+			return err
+		}
+		late, err := mv.lateWrites(ctx, m, false)
+		if err != nil {
+			return err
+		}
+		if len(late) > 0 && !mv.opt.KeepSource {
+			return model.Errorf(model.EConflict, "source shards %s changed after the final pass (a write routed on an old map outlived --settle %v, or a server did not reload the map): nothing was dropped and the move stays open; compare those shards with the target by hand, then end the move with --finish --keep-source (keeps the source databases), or move the range back with --revert",
+				shardList(late), mv.opt.Settle)
+		}
+		st.Step = stepFinishing
+		if err := mv.lock.save(ctx); err != nil {
+			return err
+		}
+	}
+	if err := mv.hook("finishing"); err != nil {
+		return err
+	}
+	if err := mv.dropSide(ctx, m, false, !mv.opt.KeepSource); err != nil {
+		return err
+	}
+	if err := mv.dropSide(ctx, m, true, false); err != nil {
+		return err
+	}
+	if mv.opt.KeepSource {
+		mv.logf("kept the source databases (--keep-source): stale copies now; drop them when convenient")
+	}
+	mv.logf("finished: dropped %d source databases and every change log and trigger of the move", mv.rep.Dropped)
+	mv.rep.Finished = true
+	return mv.lock.remove(ctx)
+}
+
+// side is the pool and name of shard sh's host on one side of the move:
+// its source, or target true: the target.
+func (mv *mover) side(m *shardmap.Map, sh int, target bool) (*sqlx.DB, string, error) {
+	host := mv.lock.state.source(sh)
+	if target {
+		host = mv.lock.state.To
+	}
+	db, err := mv.hosts.db(m, host)
+	return db, host, err
+}
+
+// lateWrites lists the shards whose old copy (the source's, or target
+// true: the target's) has entries in its change log: writes that reached it
+// after the final pass. A database or log already dropped has none.
+func (mv *mover) lateWrites(ctx context.Context, m *shardmap.Map, target bool) ([]int, error) {
+	st := mv.lock.state
 	var late []int
 	var mu sync.Mutex
-	var dropped atomic.Int64
-	err = mv.parallel(ctx, st.first, st.last, func(ctx context.Context, sh int) error {
-		src, err := mv.hosts.db(m, st.source(sh))
+	err := mv.parallel(ctx, st.first, st.last, 4*mv.opt.Parallel, func(ctx context.Context, sh int) error {
+		db, _, err := mv.side(m, sh, target)
 		if err != nil {
 			return err
 		}
 		name := m.DBName(sh)
-		var exists int
-		if err := src.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", name).Scan(&exists); err != nil {
+		var has int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?", name, logTable).Scan(&has); err != nil || has == 0 {
 			return err
 		}
-		if exists == 0 {
-			return nil // dropped by an earlier run
-		}
-		if want, ok := st.Digests[sh]; ok {
-			got, err := shardDigest(ctx, src, name, mv.opt.Batch)
-			if err != nil {
-				return err
-			}
-			if got != want {
-				mu.Lock()
-				late = append(late, sh)
-				mu.Unlock()
-				return nil
-			}
-		}
-		if _, err := src.ExecContext(ctx, "DROP DATABASE IF EXISTS "+name); err != nil {
+		n, err := logLen(ctx, db, name)
+		if err != nil {
 			return err
 		}
-		dropped.Add(1)
+		if n > 0 {
+			mu.Lock()
+			late = append(late, sh)
+			mu.Unlock()
+		}
 		return nil
 	})
-	mv.rep.Dropped = int(dropped.Load())
-	if err != nil {
-		return err
-	}
-	if len(late) > 0 {
-		sort.Ints(late)
-		return model.Errorf(model.EConflict, "source shards %s changed after the final verify (a write routed on an old map outlived --settle %v, or a server did not reload the map): their databases are kept on the source; compare them with the target by hand, then rerun with --keep-source to end the move",
-			shardList(late), mv.opt.Settle)
-	}
-	mv.logf("dropped %d source databases", mv.rep.Dropped)
-	return mv.lock.remove(ctx)
+	sort.Ints(late)
+	return late, err
 }
 
-// abort rolls back the move in progress: the range writable on its
-// sources, the target's copies dropped, the lock removed. A switched move
-// cannot be rolled back (the target may have taken writes): move it back.
-func (mv *mover) abort(ctx context.Context, m *shardmap.Map, step string) (Report, error) {
+// dropSide drops, on every shard of one side (the sources, or target true:
+// the target), the database (drop), or only its change log and triggers.
+// Databases already dropped are skipped. Dropping a database with triggers
+// is a trigger statement for hosts.ddlLock.
+func (mv *mover) dropSide(ctx context.Context, m *shardmap.Map, target, drop bool) error {
 	st := mv.lock.state
-	if step == stepSwitched {
-		return mv.rep, model.Errorf(model.EConflict, "the move of %s to %q has switched already and the target may have taken writes; finish it (run without --abort) and move the range back", st.Range, st.To)
-	}
-	if step == stepHold {
-		back, err := mv.rewrite(ctx, stepHold, func(r *shardmap.Range) { r.ReadOnly = false }, "aborted")
+	var dropped atomic.Int64
+	err := mv.parallel(ctx, st.first, st.last, mv.opt.Parallel, func(ctx context.Context, sh int) error {
+		db, host, err := mv.side(m, sh, target)
 		if err != nil {
-			return mv.rep, err
+			return err
+		}
+		name := m.DBName(sh)
+		if drop {
+			if err := execLocked(ctx, db, mv.hosts.ddlLock(db), "DROP DATABASE IF EXISTS "+name); err != nil {
+				return fmt.Errorf("drop shard %d on %q: %w", sh, host, err)
+			}
+			dropped.Add(1)
+			return nil
+		}
+		var exists int
+		if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", name).Scan(&exists); err != nil || exists == 0 {
+			return err
+		}
+		tables, err := listTables(ctx, db, name)
+		if err != nil {
+			return fmt.Errorf("shard %d on %q: %w", sh, host, err)
+		}
+		if err := dropLog(ctx, db, mv.hosts.ddlLock(db), name, tables); err != nil {
+			return fmt.Errorf("shard %d on %q: %w", sh, host, err)
+		}
+		return nil
+	})
+	mv.rep.Dropped += int(dropped.Load())
+	return err
+}
+
+// abort rolls back a move before its switch: the range writable on its
+// sources, the target's copies dropped, the sources' change logs and
+// triggers removed, the lock removed. After the switch the target may have
+// taken writes: that is a revert.
+func (mv *mover) abort(ctx context.Context, m *shardmap.Map, pos string) error {
+	st := mv.lock.state
+	switch {
+	case st.Step == stepReverting:
+		return model.Errorf(model.EConflict, "a revert of %s from %q is in progress: run it again with --revert to finish it", st.Range, st.To)
+	case pos == stepSwitched || pos == stepRevertHold:
+		return model.Errorf(model.EConflict, "the move of %s to %q has switched already and the target may have taken writes: move it back with --revert, or end it with --finish", st.Range, st.To)
+	case pos == stepHold:
+		back, err := mv.rewrite(ctx, stepHold, mv.onRange(func(r *shardmap.Range) { r.ReadOnly = false }), "aborted")
+		if err != nil {
+			return err
 		}
 		mv.logf("writes resumed on the source (map version %s)", back.Version())
 	}
-	dst, err := mv.hosts.db(m, st.To)
-	if err != nil {
-		return mv.rep, err
+	if err := mv.dropSide(ctx, m, true, true); err != nil {
+		return err
 	}
-	for sh := st.first; sh <= st.last; sh++ {
-		if _, err := dst.ExecContext(ctx, "DROP DATABASE IF EXISTS "+m.DBName(sh)); err != nil {
-			return mv.rep, fmt.Errorf("drop the copy of shard %d on %q: %w", sh, st.To, err)
-		}
+	if err := mv.dropSide(ctx, m, false, false); err != nil {
+		return err
 	}
-	mv.logf("aborted: dropped the copies on %s; the range stays on its source", st.To)
+	mv.logf("aborted: dropped the copies on %s and the sources' change logs; the range stays on its source", st.To)
 	mv.rep.Aborted = true
-	mv.rep.Total = time.Since(mv.start)
-	mv.rep.MapVersion = mv.cur.Version()
-	return mv.rep, mv.lock.remove(ctx)
+	return mv.lock.remove(ctx)
 }
 
-// rollback ends a hold whose verification failed: the range writable on
-// the source again, copies kept for inspection, the lock marked aborted.
-func (mv *mover) rollback(ctx context.Context, mm *mismatch) error {
+// rollback ends a hold whose verification failed: the range writable where
+// it was before the hold, copies kept. Forward, the move is marked aborted
+// (run it again to retry, or abort it); back, it stays switched.
+func (mv *mover) rollback(ctx context.Context, mm *mismatch, back bool) error {
 	st := mv.lock.state
-	back, err := mv.rewrite(ctx, stepHold, func(r *shardmap.Range) { r.ReadOnly = false }, "verification failed")
+	expect, step, where := stepHold, stepAborted, "its source"
+	if back {
+		expect, step, where = stepRevertHold, stepSwitched, fmt.Sprintf("%q", st.To)
+	}
+	restored, err := mv.rewrite(ctx, expect, mv.onRange(func(r *shardmap.Range) { r.ReadOnly = false }), "verification failed")
 	if err != nil {
 		return err
 	}
-	st.Step = stepAborted
+	st.Step = step
 	st.Note = mm.Error()
+	st.Copied = st.Copied && back // forward, the next run copies again, repairing the target
 	if err := mv.lock.save(ctx); err != nil {
 		return err
 	}
-	mv.logf("VERIFICATION FAILED: %v; the range is writable on its source again (map version %s), nothing was dropped", mm, back.Version())
-	return model.Wrap("", model.EConflict, fmt.Sprintf("verification failed (%v): the range is back on its source, writable; the copies on %q are kept: rerun to try again or add --abort to drop them", mm, st.To), nil)
+	mv.logf("VERIFICATION FAILED: %v; the range is writable on %s again (map version %s), nothing was dropped", mm, where, restored.Version())
+	again := "rerun to try again or add --abort to drop the copies"
+	if back {
+		again = "rerun with --revert to try again"
+	}
+	return model.Wrap("", model.EConflict, fmt.Sprintf("verification failed (%v): the range is writable on %s again; the copies are kept: %s", mm, where, again), nil)
 }
 
 // sleep waits d, or returns ctx's error if it ends first.

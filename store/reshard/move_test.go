@@ -110,7 +110,9 @@ func (e *moveEnv) mapText(t *testing.T) string {
 // (routed to h1), present in h1's databases, and h0 no longer has them.
 func TestMoveShardsUnderLoad(t *testing.T) {
 	const poll = 25 * time.Millisecond
-	const queryTimeout = time.Second
+	// The servers' default is 5s; 3s keeps the test short while leaving
+	// room for the waits a loaded machine adds.
+	const queryTimeout = 3 * time.Second
 	e := newMoveEnv(t, poll, queryTimeout)
 	s := e.server
 
@@ -148,7 +150,9 @@ func TestMoveShardsUnderLoad(t *testing.T) {
 			switch r.IntN(3) {
 			case 0:
 				var o model.Object
-				o, err = s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(boards[r.IntN(len(boards))]), Link: "https://example.com/w"}, 0)
+				// On the writers' own boards: the users they follow keep
+				// their ten seed pins, so a follow copies ten into a feed.
+				o, err = s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(boards[r.IntN(nw)]), Link: "https://example.com/w"}, 0)
 				if err == nil {
 					w.pins = append(w.pins, o.ID)
 				}
@@ -194,7 +198,22 @@ func TestMoveShardsUnderLoad(t *testing.T) {
 
 	time.Sleep(150 * time.Millisecond) // writes flowing before the copy starts
 	var out bytes.Buffer
-	rep, err := e.move(reshard.Options{First: 0, Last: 3, To: "h1", MapPoll: poll, Settle: poll + queryTimeout + 200*time.Millisecond, Batch: 50, Progress: &out})
+	// The server confirms each map as a server on etcd does: once it
+	// routes by it and no write routed by an older one is running. (With
+	// the settle time instead, the hold lasts longer than the query
+	// timeout, and a follow whose transaction waits in the buffer for the
+	// other side's shard, holding its own shard's transaction open, runs
+	// out of time.)
+	confirm := func(ctx context.Context, version string) error {
+		for s.Map().Version() != version {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return s.Router().Drain(ctx)
+	}
+	rep, err := e.move(reshard.Options{First: 0, Last: 3, To: "h1", Finish: true, MapPoll: poll, Confirm: confirm, ConfirmDrains: true, Batch: 200, Progress: &out})
 	time.Sleep(150 * time.Millisecond) // and after the switch
 	ld.halt()
 	t.Logf("move output:\n%s", out.String())

@@ -56,6 +56,7 @@ func listTables(ctx context.Context, db *sqlx.DB, name string) ([]tableInfo, err
 	if err := sqlx.SelectContext(ctx, db, &keys, "SELECT TABLE_NAME, COLUMN_NAME FROM information_schema.KEY_COLUMN_USAGE WHERE TABLE_SCHEMA = ? AND CONSTRAINT_NAME = 'PRIMARY' ORDER BY TABLE_NAME, ORDINAL_POSITION", name); err != nil {
 		return nil, err
 	}
+	base = slices.DeleteFunc(base, func(t string) bool { return t == logTable }) // a move's own, never copied
 	byName := map[string]*tableInfo{}
 	out := make([]tableInfo, len(base))
 	for i, t := range base {
