@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -124,7 +125,7 @@ func execLocked(ctx context.Context, db *sqlx.DB, l *sync.Mutex, q string) error
 	until := time.Now().Add(ddlRetryFor)
 	for {
 		l.Lock()
-		_, err := db.ExecContext(ctx, "SET STATEMENT lock_wait_timeout = 0 FOR "+q)
+		err := execHostLocked(ctx, db, "SET STATEMENT lock_wait_timeout = 0 FOR "+q)
 		l.Unlock()
 		var me *mysql.MySQLError
 		if !errors.As(err, &me) || me.Number != errLockWaitTimeout || time.Now().After(until) {
@@ -135,6 +136,36 @@ func execLocked(ctx context.Context, db *sqlx.DB, l *sync.Mutex, q string) error
 		}
 	}
 }
+
+// execHostLocked runs q on one connection of db holding the server's user
+// lock hostDDLLock, so that moves in other processes (another move-shards
+// finishing, a second tool on the same host) never send trigger statements
+// to that server at the same time either. The lock is the connection's: it
+// goes with the connection if the release fails.
+func execHostLocked(ctx context.Context, db *sqlx.DB, q string) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var granted sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, ?)", hostDDLLock, int(ddlRetryFor/time.Second)).Scan(&granted); err != nil {
+		return fmt.Errorf("take the host's DDL lock: %w", err)
+	}
+	if granted.Int64 != 1 {
+		return fmt.Errorf("the host's DDL lock %q was not granted within %s", hostDDLLock, ddlRetryFor)
+	}
+	_, err = conn.ExecContext(ctx, q)
+	if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "DO RELEASE_LOCK(?)", hostDDLLock); rerr != nil {
+		// Never hand a connection holding the lock back to the pool.
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+	return err
+}
+
+// hostDDLLock is the name of the MariaDB user lock (GET_LOCK) a move's
+// trigger statements and database drops hold on their server.
+const hostDDLLock = "pinstore.reshard.ddl"
 
 // ddlRetryFor is how long a move's DDL statement keeps trying to find its
 // tables free; errLockWaitTimeout is MySQL's error number when they are not

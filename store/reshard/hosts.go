@@ -31,7 +31,8 @@ func newHosts(size int) *hosts {
 // at a time per host. MariaDB (10.11) running such statements at once on
 // one server can leave a trigger file's backup behind (table.TRG-) after
 // they succeed, and that stray file then makes DROP DATABASE fail with
-// "Directory not empty".
+// "Directory not empty". Across processes, a MariaDB user lock on the
+// server does the same (execHostLocked).
 func (h *hosts) ddlLock(db *sqlx.DB) *sync.Mutex {
 	h.mu.Lock()
 	defer h.mu.Unlock()
