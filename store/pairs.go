@@ -155,8 +155,17 @@ func (s *Store) settle(ctx context.Context, op string, p shardsql.Pair) error {
 	if err != nil {
 		return err
 	}
+	// Both routes are pinned before the forward transaction opens: while a
+	// move holds either shard, the settle waits in the write buffer with
+	// no transaction open and no lock held, and then both transactions run
+	// on the map in force.
+	fsh, tsh, release, err := s.enterShards(ctx, op, fsh.N, tsh.N)
+	if err != nil {
+		return err
+	}
+	defer release()
 	gone, pulled := false, false
-	err = s.inRetryTx(ctx, op, fsh, func(tx *shardsql.Tx) error {
+	err = s.retryTxOn(ctx, op, fsh, func(tx *shardsql.Tx) error {
 		gone, pulled = false, false
 		marked, err := shardsql.LockPair(ctx, tx, fsh.DB, p)
 		if err != nil || !marked {
@@ -167,7 +176,7 @@ func (s *Store) settle(ctx context.Context, op string, p shardsql.Pair) error {
 			return err
 		}
 		if present {
-			err = s.inRetryTx(ctx, op, tsh, func(itx *shardsql.Tx) error {
+			err = s.retryTxOn(ctx, op, tsh, func(itx *shardsql.Tx) error {
 				// The target's row lock orders this with a delete of the
 				// target: either the inverse row commits before the delete
 				// does, and the delete's drain removes the pair, or the
@@ -194,7 +203,7 @@ func (s *Store) settle(ctx context.Context, op string, p shardsql.Pair) error {
 			}
 		}
 		if !present {
-			err = s.inRetryTx(ctx, op, tsh, func(itx *shardsql.Tx) error {
+			err = s.retryTxOn(ctx, op, tsh, func(itx *shardsql.Tx) error {
 				_, err := shardsql.RemoveEdge(ctx, itx, tsh.DB, inv, p.To, p.From)
 				return err
 			})

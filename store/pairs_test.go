@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardsql"
 )
@@ -230,5 +231,72 @@ func TestInterruptedDeleteIsDrainedBySweep(t *testing.T) {
 	}
 	if n := brokenPairs(t, s); n != 0 {
 		t.Fatalf("repair still finds %d", n)
+	}
+}
+
+// A follow and a like whose inverse side is on a range that a move holds
+// for longer than the query timeout: the forward side's transaction is
+// not opened until the inverse shard takes writes again, so both wait in
+// the write buffer and succeed once the hold ends, with both sides, the
+// counts and the feed written and no mark left.
+func TestPairWaitsOutAHoldLongerThanTheQueryTimeout(t *testing.T) {
+	const qt = time.Second
+	f := newFileMap(t, []string{testenv.MySQLDSN(t)}, "{shards: 0-3, host: h0}", "{shards: 4-7, host: h0}")
+	// The objects are made with the default timeout: a on shards 0-3, c
+	// and c's pin on 4-7.
+	setup := openFile(t, f, 0, true)
+	var a, c uint64
+	for i := 0; a == 0 || c == 0; i++ {
+		if i == 200 {
+			t.Fatal("no user on one of the ranges")
+		}
+		u := mustUser(t, setup, "u")
+		if idcodec.ShardOf(u) < 4 {
+			a = u
+		} else {
+			c = u
+		}
+	}
+	pin := mustPin(t, setup, mustBoard(t, setup, c))
+	if idcodec.ShardOf(pin) < 4 {
+		t.Fatalf("pin %d is not on its owner's range", pin)
+	}
+	s := openFile(t, f, qt, false)
+
+	f.write(t, "{shards: 0-3, host: h0}", "{shards: 4-7, host: h0, read_only: true}")
+	if err := s.Router().ReloadFile(); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- s.AddMapping(ctx, model.UserFollowing, a, c) }()
+	go func() { errs <- s.AddMapping(ctx, model.UserLikes, a, pin) }()
+	eventually(t, 2*time.Second, "the pairs do not wait in the write buffer", func() bool { return s.Router().Buffer().Waiting() == 2 })
+	time.Sleep(qt + qt/2) // the hold outlasts the query timeout, not the write buffer
+	f.write(t, "{shards: 0-3, host: h0}", "{shards: 4-7, host: h0}")
+	if err := s.Router().ReloadFile(); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("a pair written across the hold: %v", err)
+		}
+	}
+	if n := marks(t, s); n != 0 {
+		t.Fatalf("%d pairs left half-settled", n)
+	}
+	if got := all(t, s, model.UserFollowers, c, 10, true); !slices.Equal(got, []uint64{a}) {
+		t.Fatalf("followers %v", got)
+	}
+	if got := all(t, s, model.PinLikers, pin, 10, true); !slices.Equal(got, []uint64{a}) {
+		t.Fatalf("likers %v", got)
+	}
+	if count(t, s, model.UserFollowing, a) != 1 || count(t, s, model.UserFollowers, c) != 1 || count(t, s, model.UserLikes, a) != 1 || count(t, s, model.PinLikers, pin) != 1 {
+		t.Fatal("counts are not 1")
+	}
+	if fd, err := s.Feed(ctx, a, model.Page{Limit: 10}); err != nil || !slices.Equal(ids(fd), []uint64{pin}) {
+		t.Fatalf("feed %v %v", ids(fd), err)
+	}
+	if n := brokenPairs(t, s); n != 0 {
+		t.Fatalf("repair finds %d broken pairs", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 
@@ -62,6 +63,12 @@ func (s *Store) inTx(ctx context.Context, op string, sh topology.Shard, fn func(
 		return err
 	}
 	defer release()
+	return s.txOn(ctx, op, sh, fn)
+}
+
+// txOn is inTx on a route the caller pinned (enterShard, enterShards) and
+// keeps pinned until txOn returns: it never waits in the write buffer.
+func (s *Store) txOn(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
 	c, err := replicas.Begin(ctx, sh.Host) // replica hook: the commit's GTID goes into the request's token
@@ -100,15 +107,31 @@ func (s *Store) inTx(ctx context.Context, op string, sh topology.Shard, fn func(
 // enterShard pins the write route of shard n (topology.Router.EnterShard)
 // with the store's write buffer; background work (noBuffer) does not wait.
 func (s *Store) enterShard(ctx context.Context, op string, n int) (topology.Shard, func(), error) {
-	window := s.cfg.WriteBuffer
-	if ctx.Value(noBufferKey{}) != nil {
-		window = 0
-	}
-	sh, release, err := s.router.EnterShard(ctx, op, n, window, s.cfg.WriteBufferMax)
+	sh, release, err := s.router.EnterShard(ctx, op, n, s.bufferWindow(ctx), s.cfg.WriteBufferMax)
 	if err != nil {
 		return sh, nil, shardsql.Classify(op, "", err)
 	}
 	return sh, release, nil
+}
+
+// enterShards is enterShard for a write to shards a and b, one transaction
+// nested in the other (topology.Router.EnterShards): both routes are pinned
+// in one topology before either transaction opens, so neither waits in the
+// write buffer holding the other's locks.
+func (s *Store) enterShards(ctx context.Context, op string, a, b int) (topology.Shard, topology.Shard, func(), error) {
+	sa, sb, release, err := s.router.EnterShards(ctx, op, a, b, s.bufferWindow(ctx), s.cfg.WriteBufferMax)
+	if err != nil {
+		return sa, sb, nil, shardsql.Classify(op, "", err)
+	}
+	return sa, sb, release, nil
+}
+
+// bufferWindow is how long a write of ctx waits in the write buffer.
+func (s *Store) bufferWindow(ctx context.Context) time.Duration {
+	if ctx.Value(noBufferKey{}) != nil {
+		return 0
+	}
+	return s.cfg.WriteBuffer
 }
 
 // noBufferKey marks the context of background work: its writes to a shard
@@ -126,6 +149,11 @@ func withoutBuffer(ctx context.Context) context.Context {
 // follow rows and each other's count rows.
 func (s *Store) inRetryTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
 	return shardsql.RetryDeadlock(func() error { return s.inTx(ctx, op, sh, fn) })
+}
+
+// retryTxOn is inRetryTx on a route the caller pinned (txOn).
+func (s *Store) retryTxOn(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
+	return shardsql.RetryDeadlock(func() error { return s.txOn(ctx, op, sh, fn) })
 }
 
 // readLive reads a live object inside a transaction, with lock, and

@@ -22,7 +22,10 @@ import (
 // the side that takes writes records the primary key of each row that
 // changes, in the table logTable, written by triggers on every other table
 // in the same transaction as the change: a change and its log row commit
-// or roll back together. Applying the log copies exactly the logged keys
+// or roll back together. Each entry also records what the change did to
+// its table's row count (d: +1 an insert, -1 a delete, 0 an update; an
+// update of the key is both), so that the counts read once before the hold
+// can be carried forward (rowCounts) instead of read again while held. Applying the log copies exactly the logged keys
 // from that side to the other (the source row, or its absence, replaces
 // the target's) and then deletes the log rows it applied, by their
 // sequence numbers: a row committed meanwhile, even with a lower sequence
@@ -49,15 +52,16 @@ func triggerName(table, event string) string {
 	return n
 }
 
-// logInsert is the statement a trigger runs to log row (NEW or OLD) of tb.
-func (tb tableInfo) logInsert(db, row string) string {
+// logInsert is the statement a trigger runs to log row (NEW or OLD) of tb,
+// whose change added d rows to the table.
+func (tb tableInfo) logInsert(db, row string, d int) string {
 	cols := make([]string, len(tb.pk))
 	vals := make([]string, len(tb.pk))
 	for i, c := range tb.pk {
 		cols[i] = "k" + strconv.Itoa(i+1)
 		vals[i] = row + ".`" + tb.cols[c] + "`"
 	}
-	return "INSERT INTO " + db + "." + logTable + " (tbl, " + strings.Join(cols, ", ") + ") VALUES ('" + tb.name + "', " + strings.Join(vals, ", ") + ")"
+	return "INSERT INTO " + db + "." + logTable + " (tbl, d, " + strings.Join(cols, ", ") + ") VALUES ('" + tb.name + "', " + strconv.Itoa(d) + ", " + strings.Join(vals, ", ") + ")"
 }
 
 // ensureLog creates, in database name on db, the change log table and the
@@ -70,6 +74,7 @@ func ensureLog(ctx context.Context, db *sqlx.DB, ddl *sync.Mutex, name string, t
 	_, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS "+name+"."+logTable+` (
   seq BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
   tbl VARCHAR(64) CHARACTER SET ascii NOT NULL,
+  d TINYINT NOT NULL,
   k1 VARBINARY(255), k2 VARBINARY(255), k3 VARBINARY(255), k4 VARBINARY(255)
 ) ENGINE=InnoDB`)
 	if err != nil {
@@ -85,10 +90,11 @@ func ensureLog(ctx context.Context, db *sqlx.DB, ddl *sync.Mutex, name string, t
 		}
 		on := " ON " + name + ".`" + tb.name + "` FOR EACH ROW IF " + applyVar + " IS NULL THEN "
 		for _, q := range []string{
-			"CREATE TRIGGER IF NOT EXISTS " + name + "." + triggerName(tb.name, "i") + " AFTER INSERT" + on + tb.logInsert(name, "NEW") + "; END IF",
-			// An update that changes the key logs both keys.
-			"CREATE TRIGGER IF NOT EXISTS " + name + "." + triggerName(tb.name, "u") + " AFTER UPDATE" + on + tb.logInsert(name, "NEW") + "; IF NOT (" + strings.Join(same, " AND ") + ") THEN " + tb.logInsert(name, "OLD") + "; END IF; END IF",
-			"CREATE TRIGGER IF NOT EXISTS " + name + "." + triggerName(tb.name, "d") + " AFTER DELETE" + on + tb.logInsert(name, "OLD") + "; END IF",
+			"CREATE TRIGGER IF NOT EXISTS " + name + "." + triggerName(tb.name, "i") + " AFTER INSERT" + on + tb.logInsert(name, "NEW", 1) + "; END IF",
+			// An update that changes the key logs both keys: the new one
+			// inserted, the old one deleted.
+			"CREATE TRIGGER IF NOT EXISTS " + name + "." + triggerName(tb.name, "u") + " AFTER UPDATE" + on + "IF " + strings.Join(same, " AND ") + " THEN " + tb.logInsert(name, "NEW", 0) + "; ELSE " + tb.logInsert(name, "NEW", 1) + "; " + tb.logInsert(name, "OLD", -1) + "; END IF; END IF",
+			"CREATE TRIGGER IF NOT EXISTS " + name + "." + triggerName(tb.name, "d") + " AFTER DELETE" + on + tb.logInsert(name, "OLD", -1) + "; END IF",
 		} {
 			if err := execLocked(ctx, db, ddl, q); err != nil {
 				return fmt.Errorf("table %s: create trigger: %w", tb.name, err)
@@ -211,9 +217,11 @@ func (k keySet) len() int {
 // applyLog applies one batch of at most batch entries of w.src's change
 // log (those numbered upto at most, when upto is not 0) to w.dst and
 // deletes them from the log. It returns how many log entries it applied,
-// and adds the keys to seen (when not nil).
-func applyLog(ctx context.Context, w shardWork, tables map[string]tableInfo, batch int, upto uint64, seen keySet) (int, error) {
-	q := "SELECT seq, tbl, k1, k2, k3, k4 FROM " + w.name + "." + logTable
+// adds the keys to seen (when not nil) and carries counts forward (when
+// not nil) by the entries' changes on the source and its own on the
+// target.
+func applyLog(ctx context.Context, w shardWork, tables map[string]tableInfo, batch int, upto uint64, seen keySet, counts *rowCounts) (int, error) {
+	q := "SELECT seq, tbl, d, k1, k2, k3, k4 FROM " + w.name + "." + logTable
 	if upto > 0 {
 		q += " WHERE seq <= " + strconv.FormatUint(upto, 10)
 	}
@@ -223,15 +231,18 @@ func applyLog(ctx context.Context, w shardWork, tables map[string]tableInfo, bat
 	}
 	var seqs []any
 	keys := keySet{}
+	logged := map[string]int64{} // by table: the rows the entries added on the source
 	for rs.Next() {
 		var seq uint64
 		var table string
+		var d int64
 		var k [logKeys][]byte
-		if err := rs.Scan(&seq, &table, &k[0], &k[1], &k[2], &k[3]); err != nil {
+		if err := rs.Scan(&seq, &table, &d, &k[0], &k[1], &k[2], &k[3]); err != nil {
 			rs.Close()
 			return 0, err
 		}
 		seqs = append(seqs, seq)
+		logged[table] += d
 		tb, ok := tables[table]
 		if !ok {
 			rs.Close()
@@ -281,16 +292,24 @@ func applyLog(ctx context.Context, w shardWork, tables map[string]tableInfo, bat
 		return 0, err
 	}
 	defer tx.Rollback()
+	written := map[string]int64{} // by table: the rows this apply added on the target
 	for _, r := range work {
 		for part := range chunks(r.keys, keysPerStatement) {
 			where, args := r.tb.keyIn(part)
-			if _, err := tx.ExecContext(ctx, "DELETE FROM "+w.name+".`"+r.tb.name+"`"+where, args...); err != nil {
+			res, err := tx.ExecContext(ctx, "DELETE FROM "+w.name+".`"+r.tb.name+"`"+where, args...)
+			if err != nil {
 				return 0, fmt.Errorf("table %s: %w", r.tb.name, err)
 			}
+			gone, err := res.RowsAffected()
+			if err != nil {
+				return 0, fmt.Errorf("table %s: %w", r.tb.name, err)
+			}
+			written[r.tb.name] -= gone
 		}
 		if err := insertRows(ctx, tx, w.name, r.tb, r.rows); err != nil {
 			return 0, fmt.Errorf("table %s: %w", r.tb.name, err)
 		}
+		written[r.tb.name] += int64(len(r.rows))
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, err
@@ -305,6 +324,11 @@ func applyLog(ctx context.Context, w shardWork, tables map[string]tableInfo, bat
 			for _, k := range m {
 				seen.add(table, k)
 			}
+		}
+	}
+	if counts != nil {
+		for table := range keys {
+			counts.add(table, logged[table], written[table])
 		}
 	}
 	return len(seqs), nil
@@ -331,8 +355,8 @@ func chunks[T any](s []T, n int) func(func([]T) bool) {
 // (those numbered up to the highest then), so that it never chases writers;
 // entries that commit later, even with lower numbers, stay for the next
 // pass. Frozen (writes held), it stops when the log is empty. It returns
-// the log entries applied.
-func drainLog(ctx context.Context, w shardWork, tables map[string]tableInfo, batch int, frozen bool, seen keySet) (int64, error) {
+// the log entries applied; seen and counts are applyLog's.
+func drainLog(ctx context.Context, w shardWork, tables map[string]tableInfo, batch int, frozen bool, seen keySet, counts *rowCounts) (int64, error) {
 	var upto uint64
 	if !frozen {
 		var top sql.NullInt64
@@ -343,7 +367,7 @@ func drainLog(ctx context.Context, w shardWork, tables map[string]tableInfo, bat
 	}
 	var total int64
 	for {
-		n, err := applyLog(ctx, w, tables, batch, upto, seen)
+		n, err := applyLog(ctx, w, tables, batch, upto, seen, counts)
 		total += int64(n)
 		if err != nil || n < batch {
 			return total, err
@@ -394,7 +418,7 @@ func verifyKeys(ctx context.Context, w shardWork, tables map[string]tableInfo, k
 // countRows counts the rows of every table of tables in database name on
 // db, in one statement. With withLog, two counts come first: the change
 // log's entries, and the database's base tables (the log included).
-func countRows(ctx context.Context, db *sqlx.DB, name string, tables []tableInfo, withLog bool) ([]int64, error) {
+func countRows(ctx context.Context, db sqlx.QueryerContext, name string, tables []tableInfo, withLog bool) ([]int64, error) {
 	var parts []string
 	if withLog {
 		parts = append(parts, "(SELECT COUNT(*) FROM "+name+"."+logTable+")",
@@ -411,7 +435,7 @@ func countRows(ctx context.Context, db *sqlx.DB, name string, tables []tableInfo
 	for i := range out {
 		ptrs[i] = &out[i]
 	}
-	err := db.QueryRowContext(ctx, "SELECT "+strings.Join(parts, ", ")).Scan(ptrs...)
+	err := db.QueryRowxContext(ctx, "SELECT "+strings.Join(parts, ", ")).Scan(ptrs...)
 	return out, err
 }
 

@@ -193,65 +193,48 @@ func (mv *mover) copyShard(ctx context.Context, w shardWork) (int64, error) {
 }
 
 // catchUpShard applies the shard's change log from w.src to w.dst while
-// clients still write w.src (see drainLog). After the check before the
-// hold, the tables it changes are counted again while writes are held. It
-// returns the log entries applied.
+// clients still write w.src (see drainLog), carrying forward the counts of
+// the check before the hold (when it ran). It returns the log entries
+// applied.
 func (mv *mover) catchUpShard(ctx context.Context, w shardWork) (int64, error) {
 	_, byName, err := mv.tablesOf(ctx, w)
 	if err != nil {
 		return 0, err
 	}
-	mv.mu.Lock()
-	again, checked := mv.recount[w.n]
-	mv.mu.Unlock()
-	if !checked {
-		return drainLog(ctx, w, byName, mv.opt.Batch, false, nil)
-	}
-	seen := keySet{}
-	n, err := drainLog(ctx, w, byName, mv.opt.Batch, false, seen)
-	mv.mu.Lock()
-	for table := range seen {
-		again[table] = true
-	}
-	mv.mu.Unlock()
-	return n, err
+	return drainLog(ctx, w, byName, mv.opt.Batch, false, nil, mv.countsOf(w.n))
 }
 
 // finalShard is the pass while writes are held: the change log applied
 // until it is empty, then verified: the rows of every key applied in this
-// pass are the same on both sides (count and hash); every table that
-// changed in this pass, or whose counts differed at the check before the
-// hold (all of them when there was no check in this run), has as many rows
-// on both sides; the source has no table the move does not know; and the
-// source's log is still empty (nothing arrived meanwhile; if something
-// did, it is applied and checked again). The AUTO_INCREMENT counters of the
-// tables that changed (all, without a check) are raised to the source's.
-// It returns the log entries applied; a difference is a *mismatch.
+// pass are the same on both sides (count and hash); every table has as
+// many rows on both sides, by the counts of the check before the hold
+// carried forward (rowCounts; without a check in this run, by counting
+// every table on both sides); the source has no table the move does not
+// know; and the source's log is still empty (nothing arrived meanwhile; if
+// something did, it is applied and checked again). The AUTO_INCREMENT
+// counters of the tables that changed (all, without a check) are raised to
+// the source's. It returns the log entries applied; a difference is a
+// *mismatch. With a check, nothing it reads grows with the shard's size.
 func (mv *mover) finalShard(ctx context.Context, w shardWork) (int64, error) {
 	tables, byName, err := mv.tablesOf(ctx, w)
 	if err != nil {
 		return 0, err
 	}
-	mv.mu.Lock()
-	again, checked := mv.recount[w.n]
-	mv.mu.Unlock()
+	counts := mv.countsOf(w.n)
+	var counted []tableInfo // without carried counts, every table is counted
+	if counts == nil {
+		counted = tables
+	}
 	seen := keySet{}
 	var applied int64
-	var counted []tableInfo
 	for round := 0; ; round++ {
-		n, err := drainLog(ctx, w, byName, mv.opt.Batch, true, seen)
+		n, err := drainLog(ctx, w, byName, mv.opt.Batch, true, seen, counts)
 		applied += n
 		if err != nil {
 			return applied, err
 		}
 		if err := mv.hook(fmt.Sprintf("final applied %d", w.n)); err != nil {
 			return applied, err
-		}
-		counted = counted[:0]
-		for _, tb := range tables {
-			if !checked || again[tb.name] || seen[tb.name] != nil {
-				counted = append(counted, tb)
-			}
 		}
 		src, err := countRows(ctx, w.src, w.name, counted, true)
 		if err != nil {
@@ -265,6 +248,12 @@ func (mv *mover) finalShard(ctx context.Context, w shardWork) (int64, error) {
 		}
 		if src[1] != int64(len(tables)+1) { // a migration ran during the move
 			return applied, &mismatch{shard: w.n, table: "(every table)", what: "tables in the database", src: tableSum{rows: src[1] - 1}, dst: tableSum{rows: int64(len(tables))}}
+		}
+		if counts != nil {
+			if err := counts.verify(w.n, tables); err != nil {
+				return applied, err
+			}
+			break
 		}
 		dst, err := countRows(ctx, w.dst, w.name, counted, false)
 		if err != nil {
@@ -282,7 +271,7 @@ func (mv *mover) finalShard(ctx context.Context, w shardWork) (int64, error) {
 	}
 	mv.verified.Add(int64(seen.len()))
 	raise := tables
-	if checked {
+	if counts != nil {
 		raise = raise[:0:0]
 		for _, tb := range tables {
 			if seen[tb.name] != nil {

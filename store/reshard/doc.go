@@ -17,19 +17,23 @@
 // source's row replaces the target's, or the target's is deleted when the
 // source has none), and the applied entries are deleted; passes repeat
 // until one has little left to apply, and a check counts every table's
-// rows on both hosts (a table whose counts differ still has changes to
-// apply). Then it holds writes by rewriting the map with the range
+// rows on both hosts, the source's in one snapshot with its log (each log
+// entry records whether its change inserted or deleted a row, so from then
+// on every applied entry carries both counts forward without reading a
+// table: rowCounts). Then it holds writes by rewriting the map with the range
 // read_only (servers keep writes to it waiting, topology.Router.EnterShard,
 // and refuse them with EMoving only if the hold outlasts their buffer),
 // waits until every write routed on the old map has finished (Confirm, or
 // the settle time), applies the last entries of the log, verifies (the rows
 // of every key applied while held are the same on both hosts; every table
-// that changed since the check, or differed at it, has as many rows on
-// both; the source's log is still empty; any difference rolls the map
-// back), and rewrites the map with the range on the target, writable. The
-// hold grows with the writes made since the last catch-up pass, not with
-// the shards' size or their number of tables: it opens only the tables
-// that changed.
+// has as many rows on both, by the counts carried forward from the check;
+// the source's log is still empty; any difference rolls the map back), and
+// rewrites the map with the range on the target, writable. The hold grows
+// with the writes made since the last catch-up pass, not with the shards'
+// size or their number of tables: it reads the change logs and the rows
+// of the keys they name, and opens only the tables that changed. (A move
+// carried on at its hold, with no check in that run, counts every table
+// while held instead.)
 //
 // The move then stays open, and reversible: the target's triggers log
 // every client write it takes from the switch on, so Revert applies them

@@ -134,9 +134,9 @@ type mover struct {
 	start time.Time
 
 	mu       sync.Mutex
-	tables   map[int][]tableInfo     // by shard: its tables, the same on both sides
-	recount  map[int]map[string]bool // by shard: tables whose counts differed at the check before the hold, or changed since
-	checked  bool                    // the check ran in this run
+	tables   map[int][]tableInfo // by shard: its tables, the same on both sides
+	counts   map[int]*rowCounts  // by shard: row counts read at the check before the hold, carried forward since
+	checked  bool                // the check ran in this run
 	verified atomic.Int64
 }
 
@@ -164,7 +164,7 @@ type mover struct {
 // *model.Error are wrapped with the operation ("reshard.Move: …").
 func Move(ctx context.Context, opt Options) (Report, error) {
 	const op = "reshard.Move"
-	mv := &mover{opt: opt, home: opt.Home, out: opt.Progress, start: time.Now(), tables: map[int][]tableInfo{}, recount: map[int]map[string]bool{}}
+	mv := &mover{opt: opt, home: opt.Home, out: opt.Progress, start: time.Now(), tables: map[int][]tableInfo{}, counts: map[int]*rowCounts{}}
 	if mv.home == nil && opt.MapFile != "" {
 		mv.home = FileHome(opt.MapFile)
 	}
@@ -455,13 +455,11 @@ func (mv *mover) catchUp(ctx context.Context, m *shardmap.Map, back bool) error 
 }
 
 // check counts every table on both sides, shard by shard, just before the
-// hold, while writes still flow, and raises the AUTO_INCREMENT counters of
-// the side that is to take over to the other's plus autoIncMargin. A table
-// whose counts differ has changes still to apply; it is counted again while
-// writes are held, with every table that changes meanwhile, and only those:
-// a table that does neither had equal counts at the check and has not
-// changed since (catchUpShard adds the tables it applies changes to after
-// the check). So the hold opens only the tables that changed.
+// hold, while writes still flow (readCounts), and raises the AUTO_INCREMENT
+// counters of the side that is to take over to the other's plus
+// autoIncMargin. The counts are carried forward by every change applied
+// from then on (rowCounts), so the pass while writes are held compares
+// them without counting a table again.
 func (mv *mover) check(ctx context.Context, m *shardmap.Map, back bool) error {
 	begin := time.Now()
 	var differ atomic.Int64
@@ -470,23 +468,13 @@ func (mv *mover) check(ctx context.Context, m *shardmap.Map, back bool) error {
 		if err != nil {
 			return 0, err
 		}
-		src, err := countRows(ctx, w.src, w.name, tables, false)
+		c, n, err := readCounts(ctx, w, tables)
 		if err != nil {
-			return 0, fmt.Errorf("count: %w", err)
+			return 0, err
 		}
-		dst, err := countRows(ctx, w.dst, w.name, tables, false)
-		if err != nil {
-			return 0, fmt.Errorf("count on the target: %w", err)
-		}
-		again := map[string]bool{}
-		for i, tb := range tables {
-			if src[i] != dst[i] {
-				again[tb.name] = true
-			}
-		}
-		differ.Add(int64(len(again)))
+		differ.Add(int64(n))
 		mv.mu.Lock()
-		mv.recount[w.n] = again
+		mv.counts[w.n] = c
 		mv.mu.Unlock()
 		return 0, raiseAutoInc(ctx, w, mv.hosts.ddlLock(w.dst), tables, autoIncMargin)
 	})
@@ -496,6 +484,14 @@ func (mv *mover) check(ctx context.Context, m *shardmap.Map, back bool) error {
 	mv.checked = true
 	mv.logf("checked every table's row count on both sides in %v (%d tables with changes still to apply)", round(time.Since(begin)), differ.Load())
 	return nil
+}
+
+// countsOf is shard n's counts carried forward from the check in this
+// run, or nil.
+func (mv *mover) countsOf(n int) *rowCounts {
+	mv.mu.Lock()
+	defer mv.mu.Unlock()
+	return mv.counts[n]
 }
 
 // autoIncMargin is how far past the other side's counter the check before
@@ -547,6 +543,9 @@ func (mv *mover) cutover(ctx context.Context, m *shardmap.Map, back, resumed boo
 	n, err := mv.eachShard(ctx, m, "final pass", back, 4*mv.opt.Parallel, mv.finalShard)
 	mv.rep.FinalRows += n
 	mv.rep.Final = time.Since(begin)
+	mv.mu.Lock()
+	mv.counts = map[int]*rowCounts{} // they count this direction; the old copies are kept the other way
+	mv.mu.Unlock()
 	var mm *mismatch
 	if errors.As(err, &mm) {
 		return mv.rollback(ctx, mm, back)
@@ -554,7 +553,7 @@ func (mv *mover) cutover(ctx context.Context, m *shardmap.Map, back, resumed boo
 	if err != nil {
 		return err
 	}
-	mv.logf("final pass: %d changes applied, %d keys and the row counts of the tables that changed verified, %d shards, in %v", n, mv.verified.Load(), mv.rep.Shards, round(mv.rep.Final))
+	mv.logf("final pass: %d changes applied, %d keys and every table's row count verified, %d shards, in %v", n, mv.verified.Load(), mv.rep.Shards, round(mv.rep.Final))
 	if err := mv.hook("verified"); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -335,6 +336,71 @@ func TestMoveShardsResumes(t *testing.T) {
 		var n int
 		if err := dbTo.QueryRow("SELECT COUNT(*) FROM " + shard1 + ".user_pins WHERE from_id = 4 AND to_id = 5").Scan(&n); err != nil || n != 1 {
 			t.Fatalf("the late row on the target: %d %v", n, err)
+		}
+		e.allThere(t)
+		e.onlyOn(t, to)
+	})
+
+	t.Run("every kind of change after the check", func(t *testing.T) {
+		// Client changes of every kind between the check and the hold, and
+		// while held: the counts carried from the check (each log entry
+		// says what its change did to the row count) match the target's,
+		// so the move switches, and the target has the source's rows.
+		_, to, dbFrom, dbTo := e.sides(t)
+		up := e.f.prefix + "00000.user_pins"
+		held := false
+		hook := func(step string) error {
+			var qs []string
+			switch {
+			case step == "checked":
+				qs = []string{
+					"INSERT INTO " + up + " VALUES (900, 1, 1), (900, 2, 2), (900, 3, 3), (900, 4, 4)",
+					"UPDATE " + up + " SET sequence = 10 WHERE from_id = 900 AND to_id = 1",
+					"UPDATE " + up + " SET to_id = 5 WHERE from_id = 900 AND to_id = 2",
+					"DELETE FROM " + up + " WHERE from_id = 900 AND to_id = 3",
+					"REPLACE INTO " + up + " VALUES (900, 4, 44)",
+					"INSERT INTO " + up + " VALUES (900, 1, 1) ON DUPLICATE KEY UPDATE sequence = 11",
+					"INSERT INTO " + up + " VALUES (900, 6, 6) ON DUPLICATE KEY UPDATE sequence = 66",
+					"INSERT IGNORE INTO " + up + " VALUES (900, 6, 7)",
+				}
+			case step == "final applied 0" && !held:
+				held = true // a server on an old map, once
+				qs = []string{
+					"INSERT INTO " + up + " VALUES (901, 1, 1)",
+					"DELETE FROM " + up + " WHERE from_id = 900 AND to_id = 5",
+				}
+			}
+			for _, q := range qs {
+				if _, err := dbFrom.Exec(q); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		if _, err := e.move(reshard.WithHook(reshard.Options{To: to, Finish: true}, hook)); err != nil {
+			t.Fatal(err)
+		}
+		if !held {
+			t.Fatal("no write while held")
+		}
+		rows, err := dbTo.Query("SELECT from_id, to_id, sequence FROM " + up + " WHERE from_id IN (900, 901) ORDER BY from_id, to_id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for rows.Next() {
+			var f, k, q int
+			if err := rows.Scan(&f, &k, &q); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, fmt.Sprintf("%d/%d/%d", f, k, q))
+		}
+		rows.Close()
+		if want := []string{"900/1/11", "900/4/44", "900/6/6", "901/1/1"}; !slices.Equal(got, want) {
+			t.Fatalf("target rows %v, want %v", got, want)
+		}
+		if _, err := dbTo.Exec("DELETE FROM " + up + " WHERE from_id IN (900, 901)"); err != nil {
+			t.Fatal(err)
 		}
 		e.allThere(t)
 		e.onlyOn(t, to)

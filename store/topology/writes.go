@@ -71,6 +71,47 @@ func (r *Router) leave(t *Topology) {
 // writes wait already, and when ctx ends. A shard outside the map is
 // EInvalid.
 func (r *Router) EnterShard(ctx context.Context, op string, n int, window time.Duration, max int64) (Shard, func(), error) {
+	var sh Shard
+	release, err := r.enter(ctx, op, window, max, func(t *Topology) (int, error) {
+		var err error
+		sh, err = t.Shard(n)
+		if err != nil || !sh.ReadOnly {
+			return -1, err
+		}
+		return n, nil
+	})
+	return sh, release, err
+}
+
+// EnterShards is EnterShard for a write that spans shards a and b (two
+// transactions, one nested in the other): it waits, holding nothing, for a
+// map in which both are writable and pins it once, so that no transaction
+// is ever open while the other shard's write waits in the buffer.
+func (r *Router) EnterShards(ctx context.Context, op string, a, b int, window time.Duration, max int64) (Shard, Shard, func(), error) {
+	var sa, sb Shard
+	release, err := r.enter(ctx, op, window, max, func(t *Topology) (int, error) {
+		var err error
+		if sa, err = t.Shard(a); err != nil {
+			return -1, err
+		}
+		if sb, err = t.Shard(b); err != nil {
+			return -1, err
+		}
+		switch {
+		case sa.ReadOnly:
+			return a, nil
+		case sb.ReadOnly:
+			return b, nil
+		}
+		return -1, nil
+	})
+	return sa, sb, release, err
+}
+
+// enter pins the topology in force once route finds in it no read-only
+// shard (-1), waiting for a new map as EnterShard describes while route
+// names one; route's error ends the wait.
+func (r *Router) enter(ctx context.Context, op string, window time.Duration, max int64, route func(*Topology) (int, error)) (func(), error) {
 	var deadline time.Time
 	waited := false
 	defer func() {
@@ -80,13 +121,13 @@ func (r *Router) EnterShard(ctx context.Context, op string, n int, window time.D
 	}()
 	for {
 		t, release := r.Enter()
-		sh, err := t.Shard(n)
+		n, err := route(t)
 		if err != nil {
 			release()
-			return Shard{}, nil, err
+			return nil, err
 		}
-		if !sh.ReadOnly {
-			return sh, release, nil
+		if n < 0 {
+			return release, nil
 		}
 		release()
 		changed := r.changes()
@@ -99,7 +140,7 @@ func (r *Router) EnterShard(ctx context.Context, op string, n int, window time.D
 					r.buffer.waiting.Add(-1)
 					r.buffer.Expired.Add(1)
 				}
-				return Shard{}, nil, moving(op, n)
+				return nil, moving(op, n)
 			}
 			waited = true
 			r.buffer.Waited.Add(1)
@@ -111,10 +152,10 @@ func (r *Router) EnterShard(ctx context.Context, op string, n int, window time.D
 			timer.Stop()
 		case <-timer.C:
 			r.buffer.Expired.Add(1)
-			return Shard{}, nil, moving(op, n)
+			return nil, moving(op, n)
 		case <-ctx.Done():
 			timer.Stop()
-			return Shard{}, nil, model.Wrap(op, model.EMoving, fmt.Sprintf("shard %d is being moved; retry shortly", n), ctx.Err())
+			return nil, model.Wrap(op, model.EMoving, fmt.Sprintf("shard %d is being moved; retry shortly", n), ctx.Err())
 		}
 	}
 }

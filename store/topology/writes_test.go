@@ -137,3 +137,75 @@ func TestDrain(t *testing.T) {
 	}
 	releaseOld()
 }
+
+// TestEnterShards: a write to two shards waits, pinning nothing (a move
+// of the writable one drains meanwhile), until one map has both writable,
+// and routes both by that map.
+func TestEnterShards(t *testing.T) {
+	r, err := New(parse(t, "{shards: 0-3, host: a}", "{shards: 4-7, host: a, read_only: true}"), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ctx := context.Background()
+
+	type result struct {
+		a, b Shard
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		a, b, release, err := r.EnterShards(ctx, "op", 2, 5, 10*time.Second, 10)
+		if release != nil {
+			release()
+		}
+		done <- result{a, b, err}
+	}()
+	for r.Buffer().Waiting() != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	// The writable shard's range is held and switched by another move:
+	// the waiting write holds up neither its drain nor its switch.
+	if err := r.Reload(parse(t, "{shards: 0-3, host: a, read_only: true}", "{shards: 4-7, host: a, read_only: true}")); err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := r.Drain(c); err != nil {
+		t.Fatalf("drain while a two-shard write waits: %v", err)
+	}
+	if err := r.Reload(parse(t, "{shards: 0-3, host: b}", "{shards: 4-7, host: a, read_only: true}")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		t.Fatalf("returned while shard 5 is read-only: %+v", res)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := r.Reload(parse(t, "{shards: 0-3, host: b}", "{shards: 4-7, host: b}")); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.err != nil || res.a.N != 2 || res.b.N != 5 || res.a.Host.Name != "b" || res.b.Host.Name != "b" || res.a.ReadOnly || res.b.ReadOnly {
+		t.Fatalf("after the switch: %+v", res)
+	}
+
+	// One shard twice; a shard outside the map; no window.
+	a, b, release, err := r.EnterShards(ctx, "op", 6, 6, time.Second, 10)
+	if err != nil || a.N != 6 || b.N != 6 {
+		t.Fatalf("one shard twice: %+v %+v %v", a, b, err)
+	}
+	release()
+	if _, _, _, err := r.EnterShards(ctx, "op", 1, 8, time.Second, 10); !model.IsCode(err, model.EInvalid) {
+		t.Fatalf("shard outside the map: %v", err)
+	}
+	if err := r.Reload(parse(t, "{shards: 0-3, host: b, read_only: true}", "{shards: 4-7, host: b}")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := r.EnterShards(ctx, "op", 5, 1, 0, 10); !model.IsCode(err, model.EMoving) {
+		t.Fatalf("no window: %v", err)
+	}
+	if r.Buffer().Waiting() != 0 {
+		t.Fatalf("%d still counted as waiting", r.Buffer().Waiting())
+	}
+}
