@@ -214,6 +214,13 @@ func (s *Store) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Obj
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
+	return s.get(ctx, op, sh, id, local, typ)
+}
+
+// get is Get of a routed id, under a deadline: from the object cache when
+// it is on and has it, else (and then filling the cache) by a read on the
+// id's host (pointread).
+func (s *Store) get(ctx context.Context, op string, sh topology.Shard, id, local uint64, typ idcodec.Type) (model.Object, error) {
 	if !s.objects.on() {
 		r, err := s.readPoint(ctx, op, sh, typ, local, 0)
 		if err != nil {
