@@ -251,6 +251,34 @@ func buildScenario(name string, c config, st *State, a *apiClient, base *baselin
 				return name, base.owners(ctx, batches[w.rng.IntN(len(batches))])
 			}
 		}
+	case "edge-check", "tao-mix":
+		e, err := newEdgeSet(context.Background(), st, a)
+		if err != nil {
+			return sc, err
+		}
+		if name == "edge-check" {
+			sc.note = "GET /v1/users/{id}/likes/{pin}, …/following/{user}, and their contains?ids= forms (10 ids), a quarter each, half of the single ones held"
+			sc.api = func(ctx context.Context, w *worker) (string, error) {
+				c := e.pick(p, w)
+				return c.op, apiEdge(ctx, a, c)
+			}
+			if base != nil {
+				sc.base = func(ctx context.Context, w *worker) (string, error) {
+					c := e.pick(p, w)
+					return c.op, base.edge(ctx, c)
+				}
+				sc.limit = func(ctx context.Context, w *worker) (string, error) {
+					c := e.pick(p, w)
+					return c.op, base.edgeLimit(ctx, c)
+				}
+			}
+			break
+		}
+		sc.note = "TAO's read-heavy mix: lists 41 %, object reads 29 %, edge checks 16 %, counts 12 %, time ranges 3 %, writes 0.2 %"
+		sc.api = func(ctx context.Context, w *worker) (string, error) { return apiTAO(ctx, a, p, e, w, pickTAO(w)) }
+		if base != nil {
+			sc.base = func(ctx context.Context, w *worker) (string, error) { return base.baseTAO(ctx, p, e, w, pickTAO(w)) }
+		}
 	case "linkbench":
 		sc.note = "LinkBench mix, see mapping"
 		sc.api = func(ctx context.Context, w *worker) (string, error) {
