@@ -150,22 +150,8 @@ func (b *baseline) edgeLimit(ctx context.Context, c edgeCheck) error {
 // USENIX ATC 2013: assoc_range 40.9 %, obj_get 28.9 %, assoc_get 15.7 %,
 // assoc_count 11.7 %, assoc_time_range 2.8 %, writes 0.2 %), rounded, and
 // mapped onto pinstore (BENCHMARKS.md).
-var taoMix = []struct {
-	name   string
-	weight float64
-}{
+var taoMix = opMix{
 	{"list", 41}, {"object", 29}, {"edge", 16}, {"count", 12}, {"time-range", 3}, {"write", 0.2},
-}
-
-func pickTAO(w *worker) string {
-	x := w.rng.Float64() * 101.2
-	for _, o := range taoMix {
-		if x < o.weight {
-			return o.name
-		}
-		x -= o.weight
-	}
-	return taoMix[0].name
 }
 
 // apiTAO runs one operation of the mix on the API; an edge check reports
