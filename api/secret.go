@@ -63,8 +63,9 @@ func visible(objs []model.Object, viewer uint64) []model.Object {
 	return out
 }
 
-// visibleIDs reports, for each of ids (pins), whether viewer may see it:
-// false for a pin that is gone as for a secret pin of another user.
+// visibleIDs reports, for each of ids (of type typ), whether viewer may
+// see it: false for an object that is gone as for a secret board or pin
+// of another user.
 func (s *Server) visibleIDs(ctx context.Context, ids []uint64, typ idcodec.Type, viewer uint64) (map[uint64]bool, error) {
 	objs, err := s.objects.GetMany(ctx, ids, typ)
 	if err != nil {

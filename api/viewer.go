@@ -38,8 +38,9 @@ func viewerEdge(typ idcodec.Type) (model.Mapping, bool) {
 }
 
 // hasEdge: GET /v1/users/{id}/likes/{pin_id} and …/following/{target_id}:
-// 204 when the user likes the pin (follows the target), 404 when not or
-// when the user does not exist.
+// 204 when the user likes the pin (follows the target), 404 when not, when
+// the user or the target does not exist, or when the caller may not see
+// the pin (visibleEdges).
 func (s *Server) hasEdge(m model.Mapping, param string) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		from, err := pathID(r, "id", m.From())
@@ -148,26 +149,36 @@ func (s *Server) page(ctx context.Context, v viewer, objs []model.Object, next s
 	return p, err
 }
 
-// visibleEdges is HasMany, with the pins the request's user may not see
-// (secret pins of others) reported as not liked.
+// visibleEdges is HasMany, with an edge reported only when the request's
+// user may see its object: never one to an object that is gone (its
+// removal from the list may still be on its way, store.Delete), nor one to
+// another user's secret pin. The objects of the edges found are read as
+// any read by id is (the object cache), the one the guard already read
+// for the path (seen) not again; an edge not found needs no object read.
 func (s *Server) visibleEdges(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error) {
 	has, err := s.edges.HasMany(ctx, m, from, tos)
-	viewer := actor(ctx)
-	if err != nil || viewer == 0 || m.To() != typePin {
-		return has, err
+	if err != nil {
+		return nil, err
 	}
-	var liked []uint64
+	// The guard found the objects it read (seen) live and visible.
+	guarded := func(id uint64) bool { o, ok := seen(ctx, id); return ok && o.Type == m.To() }
+	var read []uint64
 	for i, to := range tos {
-		if has[i] {
-			liked = append(liked, to)
+		if has[i] && !guarded(to) {
+			read = append(read, to)
 		}
 	}
-	if len(liked) == 0 {
+	if len(read) == 0 {
 		return has, nil
 	}
-	seen, err := s.visibleIDs(ctx, liked, typePin, viewer)
-	for i, to := range tos {
-		has[i] = has[i] && seen[to]
+	shown, err := s.visibleIDs(ctx, read, m.To(), actor(ctx))
+	if err != nil {
+		return nil, err
 	}
-	return has, err
+	for i, to := range tos {
+		if has[i] && !guarded(to) {
+			has[i] = shown[to]
+		}
+	}
+	return has, nil
 }

@@ -95,6 +95,15 @@ func (oc *objectCache) invalidate(ctx context.Context, db shardsql.DB, ids []uin
 	}
 }
 
+// pendingFor reports whether id's invalidation is pending, so that the
+// cache must not answer for it.
+func (oc *objectCache) pendingFor(id uint64) bool {
+	oc.mu.Lock()
+	defer oc.mu.Unlock()
+	_, ok := oc.pending[id]
+	return ok
+}
+
 // split returns the ids the cache may answer and those it must not
 // (pending invalidations).
 func (oc *objectCache) split(ids []uint64) (cached, direct []uint64) {

@@ -120,7 +120,7 @@ func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint6
 func (s *Store) listOwner(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, carried int) (count, secret int64, err error) {
 	var counts []int64
 	if carried >= 0 && s.objects.on() {
-		owner, err := s.Get(ctx, from, m.From())
+		owner, err := s.get(ctx, op, sh, from, local, m.From())
 		if err != nil {
 			return 0, 0, err
 		}
@@ -284,8 +284,13 @@ const MaxHasMany = 250
 
 // HasMany reports, for each of tos in order, whether from's list m holds
 // it (does this user like these pins, follow these users): one statement
-// on from's shard. ENotFound when from is not a live object of m's from
-// type; EInvalid for a malformed id or more than MaxHasMany of them.
+// on from's shard. That from is live is read as any read by id is: from
+// the object cache when it is on (never older than a write acknowledged
+// before the call), else by a read on from's host. It does not read the
+// objects of tos: a caller that must not report an edge to a deleted or
+// hidden object reads them (GetMany). ENotFound when from is not a live
+// object of m's from type; EInvalid for a malformed id or more than
+// MaxHasMany of them.
 func (s *Store) HasMany(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error) {
 	const op = "store.HasMany"
 	if !m.Valid() {
@@ -305,7 +310,7 @@ func (s *Store) HasMany(ctx context.Context, m model.Mapping, from uint64, tos [
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	if _, err := s.readPoint(ctx, op, sh, m.From(), local, 0); err != nil {
+	if _, err := s.get(ctx, op, sh, from, local, m.From()); err != nil {
 		return nil, err
 	}
 	out := make([]bool, len(tos))

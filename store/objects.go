@@ -8,6 +8,8 @@ import (
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/fanout"
+	"github.com/pinstore/pinstore/store/objcache"
+	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardsql"
 	"github.com/pinstore/pinstore/store/topology"
 )
@@ -212,32 +214,41 @@ func (s *Store) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Obj
 	if err != nil {
 		return model.Object{}, err
 	}
-	ctx, cancel := s.deadline(ctx)
-	defer cancel()
-	if !s.objects.on() {
-		r, err := s.readPoint(ctx, op, sh, typ, local, 0)
-		if err != nil {
-			return model.Object{}, err
+	return s.get(ctx, op, sh, id, local, typ)
+}
+
+// get is Get of a routed id: from the object cache when it is on and has
+// it (a round trip bounded by the cache's own timeout), else by a read on
+// the id's host (pointread) under the store's deadline, which then fills
+// the cache where this caller holds the lease. The read fills from the
+// master (replica hook: a fill never comes from a replica, which may lack
+// the write whose invalidation the lease came after).
+func (s *Store) get(ctx context.Context, op string, sh topology.Shard, id, local uint64, typ idcodec.Type) (model.Object, error) {
+	oc := s.objects
+	var lease objcache.Lease
+	if oc.on() {
+		if !oc.pendingFor(id) {
+			o, hit, l, err := oc.cache.GetOne(ctx, id)
+			if hit {
+				return o, nil
+			}
+			if err == nil {
+				lease = l
+			}
 		}
-		return r.Row.Object(sh.DB, typ), nil
+		ctx = replicas.OnMaster(ctx)
 	}
-	objs, err := s.cachedObjects(ctx, []uint64{id}, func(ctx context.Context, _ []uint64) ([]model.Object, error) {
-		r, err := s.readPoint(ctx, op, sh, typ, local, 0)
-		if model.IsCode(err, model.ENotFound) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return []model.Object{r.Row.Object(sh.DB, typ)}, nil
-	})
+	dctx, cancel := s.deadline(ctx)
+	defer cancel()
+	r, err := s.readPoint(dctx, op, sh, typ, local, 0)
 	if err != nil {
 		return model.Object{}, err
 	}
-	if len(objs) == 0 {
-		return model.Object{}, notFound(op, typ)
+	o := r.Row.Object(sh.DB, typ)
+	if lease != "" {
+		oc.cache.Fill(ctx, []model.Object{o}, map[uint64]objcache.Lease{id: lease})
 	}
-	return objs[0], nil
+	return o, nil
 }
 
 // Update reads the object, calls mutate with its document inside the

@@ -1,10 +1,13 @@
 package store
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
@@ -178,6 +181,50 @@ func TestHasMany(t *testing.T) {
 	}
 	if _, err := s.HasMany(ctx, model.UserLikes, u, make([]uint64, MaxHasMany+1)); !model.IsCode(err, model.EInvalid) {
 		t.Fatalf("too many ids: %v", err)
+	}
+}
+
+// HasMany reads that its user is live as any read by id does: from the
+// object cache when it is on (a hit, no read on MySQL), never older than a
+// write acknowledged before it began; from MySQL when the cache is off.
+func TestHasManyReadsItsUserFromTheCache(t *testing.T) {
+	for _, cached := range []bool{true, false} {
+		t.Run(fmt.Sprintf("cache=%v", cached), func(t *testing.T) {
+			s, _ := openTestWith(t, func(c *Config) { c.ObjectCache.Disabled = !cached })
+			u, v := mustUser(t, s, "u"), mustUser(t, s, "v")
+			if err := s.AddMapping(ctx, model.UserFollowing, u, v); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Get(ctx, u, idcodec.TypeUser); err != nil { // fills the cache
+				t.Fatal(err)
+			}
+			reads0 := testutil.ToFloat64(s.readStats.Reads)
+			var hits0 int64
+			if cached {
+				hits0 = s.objects.cache.Stats().Hits.Load()
+			}
+			const n = 5
+			for range n {
+				got, err := s.HasMany(ctx, model.UserFollowing, u, []uint64{v, u})
+				if err != nil || !slices.Equal(got, []bool{true, false}) {
+					t.Fatalf("following %v %v", got, err)
+				}
+			}
+			reads := testutil.ToFloat64(s.readStats.Reads) - reads0
+			if cached {
+				if hits := s.objects.cache.Stats().Hits.Load() - hits0; reads != 0 || hits != n {
+					t.Fatalf("%d checks: %v reads by id on MySQL, %d cache hits; want 0 and %d", n, reads, hits, n)
+				}
+			} else if reads != n {
+				t.Fatalf("%d checks without the cache: %v reads by id, want %d", n, reads, n)
+			}
+			if err := s.Delete(ctx, u, idcodec.TypeUser, 0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.HasMany(ctx, model.UserFollowing, u, []uint64{v}); !model.IsCode(err, model.ENotFound) {
+				t.Fatalf("the user just deleted: %v", err)
+			}
+		})
 	}
 }
 

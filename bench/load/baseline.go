@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/jmoiron/sqlx"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pinstore/pinstore/idcodec"
@@ -360,18 +359,7 @@ func (b *baseline) viewerPage(ctx context.Context, table string, from, viewer ui
 	if _, err := b.getMany(ctx, ids, idcodec.TypePin); err != nil {
 		return err
 	}
-	q, args, err := sqlx.In("SELECT to_id FROM "+b.dbOf(viewer)+".user_likes WHERE from_id = ? AND to_id IN (?)", viewer, ids)
-	if err != nil {
-		return err
-	}
-	rows, err := b.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-	}
-	return rows.Err()
+	return b.edge(ctx, edgeCheck{table: "user_likes", from: viewer, tos: ids})
 }
 
 // owners: one Redis pipeline of HMGETs (ownercache's bucketed hashes).

@@ -12,24 +12,32 @@ import (
 
 // linkbench is the LinkBench operation mix (Armstrong et al., SIGMOD 2013,
 // the default workload's shares) mapped onto pinstore; see BENCHMARKS.md.
-var linkbench = []struct {
-	name   string
-	weight float64
-}{
+var linkbench = opMix{
 	{"getlinklist", 50.71}, {"getnode", 12.93}, {"addlink", 8.99}, {"updatelink", 8.01},
 	{"updatenode", 7.37}, {"countlink", 4.89}, {"deletelink", 2.99}, {"addnode", 2.57},
 	{"deletenode", 1.01}, {"getlink", 0.53},
 }
 
-func pickLinkbench(w *worker) string {
-	x := w.rng.Float64() * 100
-	for _, o := range linkbench {
+// opMix is a mix of named operations, each with its share (any scale).
+type opMix []struct {
+	name   string
+	weight float64
+}
+
+// pick draws an operation with the odds of its share.
+func (m opMix) pick(w *worker) string {
+	total := 0.0
+	for _, o := range m {
+		total += o.weight
+	}
+	x := w.rng.Float64() * total
+	for _, o := range m {
 		if x < o.weight {
 			return o.name
 		}
 		x -= o.weight
 	}
-	return linkbench[0].name
+	return m[0].name
 }
 
 // picks shared by the api and baseline sides, so both see the same
@@ -251,15 +259,45 @@ func buildScenario(name string, c config, st *State, a *apiClient, base *baselin
 				return name, base.owners(ctx, batches[w.rng.IntN(len(batches))])
 			}
 		}
+	case "edge-check", "tao-mix":
+		e, err := newEdgeSet(context.Background(), st, a)
+		if err != nil {
+			return sc, err
+		}
+		if name == "edge-check" {
+			sc.note = "GET /v1/users/{id}/likes/{pin}, …/following/{user}, and their contains?ids= forms (10 ids), a quarter each, half of the single ones held"
+			sc.api = func(ctx context.Context, w *worker) (string, error) {
+				c := e.pick(p, w)
+				return c.op, apiEdge(ctx, a, c)
+			}
+			if base != nil {
+				sc.base = func(ctx context.Context, w *worker) (string, error) {
+					c := e.pick(p, w)
+					return c.op, base.edge(ctx, c)
+				}
+				sc.limit = func(ctx context.Context, w *worker) (string, error) {
+					c := e.pick(p, w)
+					return c.op, base.edgeLimit(ctx, c)
+				}
+			}
+			break
+		}
+		sc.note = "TAO's read-heavy mix: lists 41 %, object reads 29 %, edge checks 16 %, counts 12 %, time ranges 3 %, writes 0.2 %"
+		sc.api = func(ctx context.Context, w *worker) (string, error) { return apiTAO(ctx, a, p, e, w, taoMix.pick(w)) }
+		if base != nil {
+			sc.base = func(ctx context.Context, w *worker) (string, error) {
+				return base.baseTAO(ctx, p, e, w, taoMix.pick(w))
+			}
+		}
 	case "linkbench":
 		sc.note = "LinkBench mix, see mapping"
 		sc.api = func(ctx context.Context, w *worker) (string, error) {
-			op := pickLinkbench(w)
+			op := linkbench.pick(w)
 			return op, apiLinkbench(ctx, a, p, w, op)
 		}
 		if base != nil {
 			sc.base = func(ctx context.Context, w *worker) (string, error) {
-				op := pickLinkbench(w)
+				op := linkbench.pick(w)
 				return op, base.linkbench(ctx, p, w, op)
 			}
 		}

@@ -186,6 +186,29 @@ func (c *Cache) Get(ctx context.Context, ids []uint64) (map[uint64]model.Object,
 	return hits, leases, nil
 }
 
+// GetOne is Get of one id, without Get's maps: the object and true on a
+// hit; on a miss, the lease when this caller may fill (else "").
+func (c *Cache) GetOne(ctx context.Context, id uint64) (model.Object, bool, Lease, error) {
+	vals, err := c.reads.read(ctx, c, []string{c.key(id)})
+	if err != nil {
+		c.errs.Inc()
+		return model.Object{}, false, "", err
+	}
+	if o, ok := decode(id, vals[0]); ok {
+		c.hits.Inc()
+		c.stats.Hits.Add(1)
+		return o, true, "", nil
+	}
+	c.misses.Inc()
+	c.stats.Misses.Add(1)
+	leases, err := c.lease(c.roundTrip(ctx), []uint64{id})
+	if err != nil {
+		c.errs.Inc()
+		return model.Object{}, false, "", nil // read without a fill
+	}
+	return model.Object{}, false, leases[id], nil
+}
+
 // lease takes a lease on each missed key that holds none (SET NX, then GET
 // in the same pipeline) and returns those this caller got.
 func (c *Cache) lease(ctx context.Context, ids []uint64) (map[uint64]Lease, error) {

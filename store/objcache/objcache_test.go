@@ -40,6 +40,7 @@ var protocol = []struct {
 }{
 	{"LeaseAndFill", testLeaseAndFill},
 	{"InvalidationRefusesAStaleFill", testInvalidationRefusesAStaleFill},
+	{"GetOneIsGetOfOne", testGetOneIsGetOfOne},
 	{"TTLAndMany", testTTLAndMany},
 	{"CoalescedReadsAnswerEachCaller", testCoalescedReadsAnswerEachCaller},
 }
@@ -173,6 +174,43 @@ func testLeaseAndFill(t *testing.T, newCache newCacheFunc) {
 	hits, _, err = c.Get(ctx, []uint64{o.ID})
 	if err != nil || hits[o.ID].Version != 1 {
 		t.Fatalf("after the fill: %v %v", hits, err)
+	}
+}
+
+// GetOne keeps Get's protocol for one id: a miss takes the lease, a
+// second reader gets neither, the fill is a hit, and a fill after an
+// invalidation is refused.
+func testGetOneIsGetOfOne(t *testing.T, newCache newCacheFunc) {
+	c, _ := newCache(t, Options{})
+	o := pin(3, 1, 0)
+	_, hit, lease, err := c.GetOne(ctx, o.ID)
+	if err != nil || hit || lease == "" {
+		t.Fatalf("first miss: hit %v lease %q %v", hit, lease, err)
+	}
+	if _, hit, other, _ := c.GetOne(ctx, o.ID); hit || other != "" {
+		t.Fatalf("a second reader: hit %v lease %q", hit, other)
+	}
+	c.Fill(ctx, []model.Object{o}, map[uint64]Lease{o.ID: lease})
+	got, hit, _, err := c.GetOne(ctx, o.ID)
+	if err != nil || !hit || got.Version != 1 || got.ID != o.ID {
+		t.Fatalf("after the fill: %+v hit %v %v", got, hit, err)
+	}
+	if err := c.Invalidate(ctx, o.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, hit, lease, _ = c.GetOne(ctx, o.ID)
+	if hit || lease == "" {
+		t.Fatalf("after the invalidation: hit %v lease %q", hit, lease)
+	}
+	if err := c.Invalidate(ctx, o.ID); err != nil { // a write while this reader reads MySQL
+		t.Fatal(err)
+	}
+	c.Fill(ctx, []model.Object{o}, map[uint64]Lease{o.ID: lease})
+	if _, hit, _, _ := c.GetOne(ctx, o.ID); hit {
+		t.Fatal("a fill after an invalidation was taken")
+	}
+	if hits := c.Stats().Hits.Load(); hits != 1 {
+		t.Fatalf("%d hits counted, want 1", hits)
 	}
 }
 
