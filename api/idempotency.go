@@ -90,7 +90,9 @@ type KeyUser interface {
 	UseKey(ctx context.Context) error
 }
 
-// storedResponse is what a key keeps of its create's answer.
+// storedResponse is the answer keys written by earlier versions kept
+// (model.Outcome.Rendered): today's keep the created object itself, and
+// the answer is rendered from it (replay).
 type storedResponse struct {
 	Status   int    `json:"status"`
 	ETag     string `json:"etag"`
@@ -98,25 +100,25 @@ type storedResponse struct {
 	Body     string `json:"body"` // a string, so it comes back byte for byte
 }
 
-// renderCreated is the answer writeObject gives a create of o (201 with
-// its Location), or, created false, the 200 of a create that found o made
-// before, as a key keeps it.
-func renderCreated(o model.Object, created bool) ([]byte, error) {
-	body, err := appendObject(nil, o)
-	if err != nil {
-		return nil, err
-	}
-	sr := storedResponse{Status: http.StatusOK, ETag: etag(o.Version), Body: string(body)}
+// createdStatus is the status of a create's answer: 201 when it made the
+// object, 200 when it found it made before.
+func createdStatus(created bool) int {
 	if created {
-		sr.Status, sr.Location = http.StatusCreated, objectPath(o)
+		return http.StatusCreated
 	}
-	return json.Marshal(sr)
+	return http.StatusOK
 }
 
-// replay answers with a key's stored response, marked as replayed.
-func replay(w http.ResponseWriter, stored []byte) error {
+// replay answers with the outcome of a key's first create, marked as
+// replayed: the answer the create gave, rendered from the object as the
+// create answered with it (writeObject, as the create's handler does).
+func replay(w http.ResponseWriter, out model.Outcome) error {
+	if out.Rendered == nil {
+		w.Header().Set(ReplayedHeader, "true")
+		return writeObject(w, createdStatus(out.Created), out.Object)
+	}
 	var sr storedResponse
-	if err := json.Unmarshal(stored, &sr); err != nil || sr.Status == 0 {
+	if err := json.Unmarshal(out.Rendered, &sr); err != nil || sr.Status == 0 {
 		return errorf(model.EInternal, "the stored response of this Idempotency-Key does not decode")
 	}
 	h := w.Header()
@@ -136,9 +138,9 @@ func replay(w http.ResponseWriter, stored []byte) error {
 // idempotent serves a POST with its Idempotency-Key: absent, h runs as
 // is; malformed, 400; otherwise h runs with the key in its context
 // (model.WithIdempotency), and a create the store finds done before is
-// answered with its stored response. Routes that create nothing (a read
-// by POST) record the key's use (KeyUser) once their input is valid, and
-// run again when retried: they are safe to retry as they are.
+// answered from its stored outcome (replay). Routes that create nothing
+// (a read by POST) record the key's use (KeyUser) once their input is
+// valid, and run again when retried: they are safe to retry as they are.
 func (s *Server) idempotent(h handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		vs := r.Header.Values(IdempotencyKeyHeader)
@@ -155,7 +157,7 @@ func (s *Server) idempotent(h handlerFunc) handlerFunc {
 			return errorf(model.EInvalid, "could not read the request body")
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		k := model.NewIdempotency(scopeOf(r.Context()), key, r.Method, r.URL.Path, body, renderCreated)
+		k := model.NewIdempotency(scopeOf(r.Context()), key, r.Method, r.URL.Path, body)
 		err = h(w, r.WithContext(model.WithIdempotency(r.Context(), k)))
 		if errors.Is(err, model.ErrReplayed) {
 			return replay(w, k.Replay)

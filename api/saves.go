@@ -27,9 +27,5 @@ func (s *Server) savePin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return writeObject(w, status, o)
+	return writeObject(w, createdStatus(created), o)
 }

@@ -36,20 +36,28 @@ type Idempotency struct {
 	// Fingerprint identifies the request: SHA-256 of its method, path and
 	// body. The same key with another fingerprint is EKeyReused.
 	Fingerprint [32]byte
-	// Render encodes the response a create of o answers with (created
-	// false: the create found o made before, as a second save of a pin to
-	// a board does); the store keeps it with the key, in the create's
-	// transaction.
-	Render func(o Object, created bool) ([]byte, error)
-	// Replay is set by the store, with ErrReplayed, to the response kept
+	// Replay is set by the store, with ErrReplayed, to the outcome kept
 	// for the key when the request was made before.
-	Replay []byte
+	Replay Outcome
+}
+
+// Outcome is what a create did, as its idempotency key keeps it, in the
+// create's transaction: the object it answered with, as it was then, and
+// whether it made it (Created false: it found the object made before, as
+// a second save of a pin to a board does). The api renders the answer
+// from it, the first time and on every replay alike.
+type Outcome struct {
+	Object  Object
+	Created bool
+	// Rendered, when not nil, is the answer itself, as keys written by an
+	// earlier version kept it (the api's format); Object is then empty.
+	Rendered []byte
 }
 
 // NewIdempotency returns the key named key for scope, for a request
 // whose method, path and body are given.
-func NewIdempotency(scope, key, method, path string, body []byte, render func(o Object, created bool) ([]byte, error)) *Idempotency {
-	id := &Idempotency{Render: render}
+func NewIdempotency(scope, key, method, path string, body []byte) *Idempotency {
+	id := &Idempotency{}
 	h := sha256.New()
 	h.Write([]byte(scope))
 	h.Write([]byte{0})
@@ -77,7 +85,7 @@ func ValidIdempotencyKey(key string) bool {
 }
 
 // ErrReplayed is what a create returns when its key was used before by
-// the same request: Idempotency.Replay holds the first response.
+// the same request: Idempotency.Replay holds the first create's outcome.
 var ErrReplayed = errors.New("the request was made before; its response is replayed")
 
 type idemKey struct{}

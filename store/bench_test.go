@@ -1,7 +1,6 @@
 package store
 
 import (
-	"encoding/json"
 	"strconv"
 	"testing"
 	"time"
@@ -66,7 +65,6 @@ func BenchmarkCreatePinKey(b *testing.B) {
 	s, _ := openTestB(b)
 	u, _ := s.CreateUser(ctx, model.UserDoc{Username: "bench"})
 	bd, _ := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(u.ID), Name: "b"})
-	render := func(o model.Object, _ bool) ([]byte, error) { return json.Marshal(o) }
 	doc := model.PinDoc{BoardID: model.ID(bd.ID), Link: "https://example.com/p"}
 	var none, keyed time.Duration
 	n := 0
@@ -77,7 +75,7 @@ func BenchmarkCreatePinKey(b *testing.B) {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		c := model.WithIdempotency(ctx, model.NewIdempotency("bench", strconv.Itoa(n)+"-"+t1.String(), "POST", "/v1/pins", []byte("{}"), render))
+		c := model.WithIdempotency(ctx, model.NewIdempotency("bench", strconv.Itoa(n)+"-"+t1.String(), "POST", "/v1/pins", []byte("{}")))
 		if _, err := s.CreatePin(c, doc, 0); err != nil {
 			b.Fatal(err)
 		}

@@ -33,8 +33,10 @@ import (
 //     with an update conditional on the old claim token (of several
 //     takers one wins).
 //  2. the create's own transaction, on the target, inserts the claim's
-//     outcome with the response (complete). So the create and its
-//     response commit together, or neither does. A claimant that was
+//     outcome: the object the create answers with (create, record;
+//     outcome.go). So the create and its outcome commit together, or
+//     neither does; the api renders the answer from the outcome, the
+//     first time and on a replay alike. A claimant that was
 //     fenced (it outlived its lease) collides with the fence row and
 //     rolls back; a fence that meets a committed outcome replays it.
 //  3. a create that fails fences its own claim and deletes it, so a retry
@@ -74,8 +76,9 @@ func keyHome(t *topology.Topology, k *model.Idempotency) topology.Shard {
 }
 
 // keyed runs create under ctx's idempotency key, if it carries one, for a
-// create writing to target: claim, create (which calls complete in its
-// transaction), and release the claim when create fails.
+// create writing to target: claim, create (which records its outcome in
+// its transaction: create, record), and release the claim when create
+// fails.
 func (s *Store) keyed(ctx context.Context, op string, target topology.Shard, create func(kc *keyClaim) error) error {
 	kc, err := s.claimKey(ctx, op, target)
 	if err != nil {
@@ -138,8 +141,7 @@ func (s *Store) claimKey(ctx context.Context, op string, target topology.Shard) 
 			}
 			switch {
 			case found && out.State == shardsql.OutcomeDone:
-				k.Replay = out.Response
-				return nil, model.ErrReplayed
+				return nil, replayOf(op, k, out)
 			case !(found && out.State == shardsql.OutcomeFenced) && now.Sub(r.ClaimedAt) < model.IdempotencyLease:
 				return nil, model.Wrap(op, model.EKeyInUse, "a request with this Idempotency-Key is still running; retry later", nil)
 			}
@@ -149,8 +151,7 @@ func (s *Store) claimKey(ctx context.Context, op string, target topology.Shard) 
 				return nil, classify(op, old, err)
 			}
 			if out.State == shardsql.OutcomeDone { // it committed meanwhile
-				k.Replay = out.Response
-				return nil, model.ErrReplayed
+				return nil, replayOf(op, k, out)
 			}
 			if old.DB == target.DB {
 				kc.prior = out.ObjectID // a user it made, to finish
@@ -215,24 +216,52 @@ func (s *Store) UseKey(ctx context.Context) error {
 	return model.Wrap(op, model.EUnavailable, "this Idempotency-Key is changing hands; retry", nil)
 }
 
-// complete records the response to the create of o as the outcome of
-// kc's claim, in the create's transaction tx on kc's target; EKeyInUse
-// when the claim was fenced (a retry took it over), which rolls the create
-// back. A nil kc does nothing.
-func (kc *keyClaim) complete(ctx context.Context, tx *shardsql.Tx, op string, o model.Object) error {
-	return kc.completeAs(ctx, tx, op, o, true)
-}
-
-// completeAs is complete for a create that made o (created) or found it
-// made before (a save of a pin to a board that holds one).
-func (kc *keyClaim) completeAs(ctx context.Context, tx *shardsql.Tx, op string, o model.Object, created bool) error {
-	if kc == nil {
-		return nil
-	}
-	resp, err := kc.k.Render(o, created)
+// replayOf sets k.Replay to the outcome out keeps, and returns
+// model.ErrReplayed (EInternal when out does not decode).
+func replayOf(op string, k *model.Idempotency, out shardsql.Outcome) error {
+	o, err := decodeOutcome(out.Response)
 	if err != nil {
 		return model.Wrap(op, model.EInternal, "", err)
 	}
+	k.Replay = o
+	return model.ErrReplayed
+}
+
+// create is how a create runs: under ctx's idempotency key, if it
+// carries one (keyed), build runs in one transaction on sh and returns
+// the object the create answers with (created false: it found the object
+// made before), and that outcome is recorded as the key's in the same
+// transaction, so the create and its replay commit together or neither
+// does. A retry with the key gets model.ErrReplayed, with the key's
+// Replay set to the outcome. first, when not nil, runs before the
+// transaction (under the claim): a check on another shard.
+func (s *Store) create(ctx context.Context, op string, sh topology.Shard, first func() error, build func(tx *shardsql.Tx) (model.Object, bool, error)) (obj model.Object, created bool, err error) {
+	err = s.keyed(ctx, op, sh, func(kc *keyClaim) error {
+		if first != nil {
+			if err := first(); err != nil {
+				return err
+			}
+		}
+		return s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+			var err error
+			if obj, created, err = build(tx); err != nil {
+				return err
+			}
+			return kc.record(ctx, tx, op, model.Outcome{Object: obj, Created: created})
+		})
+	})
+	return obj, created, err
+}
+
+// record records out as the outcome of kc's claim, in the create's
+// transaction tx on kc's target; EKeyInUse when the claim was fenced (a
+// retry took it over), which rolls the create back. A nil kc does
+// nothing.
+func (kc *keyClaim) record(ctx context.Context, tx *shardsql.Tx, op string, out model.Outcome) error {
+	if kc == nil {
+		return nil
+	}
+	resp := encodeOutcome(make([]byte, 0, outcomeHeader+8*len(out.Object.Counts)+len(out.Object.Doc)), out)
 	if kc.noted {
 		ok, err := shardsql.CompleteNoted(ctx, tx, kc.target.DB, kc.k.Hash[:], kc.claim, resp)
 		if err == nil && !ok {
@@ -240,7 +269,7 @@ func (kc *keyClaim) completeAs(ctx context.Context, tx *shardsql.Tx, op string, 
 		}
 		return err
 	}
-	err = shardsql.InsertOutcome(ctx, tx, kc.target.DB, kc.k.Hash[:], kc.claim, shardsql.OutcomeDone, o.ID, resp, kc.expires)
+	err := shardsql.InsertOutcome(ctx, tx, kc.target.DB, kc.k.Hash[:], kc.claim, shardsql.OutcomeDone, out.Object.ID, resp, kc.expires)
 	if shardsql.IsDuplicate(err) {
 		return errTakenOver(op)
 	}
@@ -350,7 +379,7 @@ func (s *Store) resumeUser(ctx context.Context, op string, kc *keyClaim) (model.
 			return err
 		}
 		found, obj = true, r.Object(sh.DB, idcodec.TypeUser)
-		return kc.complete(ctx, tx, op, obj)
+		return kc.record(ctx, tx, op, model.Outcome{Object: obj, Created: true})
 	})
 	return obj, found && err == nil, err
 }

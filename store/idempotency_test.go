@@ -15,12 +15,7 @@ import (
 
 // keyCtx is ctx carrying the idempotency key key of a request with body.
 func keyCtx(key, body string) context.Context {
-	return model.WithIdempotency(ctx, model.NewIdempotency("test", key, "POST", "/v1/x", []byte(body), func(o model.Object, _ bool) ([]byte, error) {
-		return json.Marshal(struct {
-			ID  uint64 `json:"id"`
-			Doc string `json:"doc"`
-		}{o.ID, string(o.Doc)})
-	}))
+	return model.WithIdempotency(ctx, model.NewIdempotency("test", key, "POST", "/v1/x", []byte(body)))
 }
 
 // awayKey names the first key prefix-N whose home is not shard target:
@@ -104,7 +99,7 @@ func createUnder(s *Store, kc *keyClaim, sh topology.Shard, board uint64) (model
 		if o, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, []byte(`{"board_id":"`+fmt.Sprint(board)+`","active":true}`), shardsql.Now()); err != nil {
 			return err
 		}
-		return kc.complete(ctx, tx, "test", o)
+		return kc.record(ctx, tx, "test", model.Outcome{Object: o, Created: true})
 	})
 	return o, err
 }
@@ -115,9 +110,8 @@ func replayed(t *testing.T, c context.Context, err error, want uint64) {
 	if !errors.Is(err, model.ErrReplayed) {
 		t.Fatalf("retry: %v, want a replay", err)
 	}
-	var r struct{ ID uint64 }
-	if jerr := json.Unmarshal(model.IdempotencyOf(c).Replay, &r); jerr != nil || r.ID != want {
-		t.Fatalf("replayed %s, want the response of %d", model.IdempotencyOf(c).Replay, want)
+	if r := model.IdempotencyOf(c).Replay; r.Object.ID != want {
+		t.Fatalf("replayed %+v, want the outcome of %d", r, want)
 	}
 }
 
@@ -223,7 +217,7 @@ func TestKeyedCreateCrashPoints(t *testing.T) {
 			if _, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, []byte(`{"board_id":"`+fmt.Sprint(board)+`","active":true}`), shardsql.Now()); err != nil {
 				return err
 			}
-			if err := kc.complete(ctx, tx, "test", model.Object{ID: 1}); err != nil {
+			if err := kc.record(ctx, tx, "test", model.Outcome{Object: model.Object{ID: 1}, Created: true}); err != nil {
 				return err
 			}
 			return errors.New("the commit failed")
@@ -357,7 +351,9 @@ func TestKeyedUserCreateResumesTheDeadClaimantsUser(t *testing.T) {
 	}
 	// The dead claimant's last step, had it been only slow, cannot
 	// complete the key any more: its claim was fenced.
-	err = s.inTx(ctx, "test", sh, func(tx *shardsql.Tx) error { return kc.complete(ctx, tx, "test", dead) })
+	err = s.inTx(ctx, "test", sh, func(tx *shardsql.Tx) error {
+		return kc.record(ctx, tx, "test", model.Outcome{Object: dead, Created: true})
+	})
 	if !model.IsCode(err, model.EKeyInUse) {
 		t.Fatalf("the slow claimant's completion: %v, want %s", err, model.EKeyInUse)
 	}

@@ -48,26 +48,24 @@ func (s *Store) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Obje
 	if err != nil {
 		return model.Object{}, err
 	}
-	var obj model.Object
-	err = s.keyed(ctx, op, sh, func(kc *keyClaim) error {
-		return s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
-			if _, _, err := readLive(ctx, tx, op, sh, idcodec.TypeUser, ownerLocal, shardsql.ShareLock); err != nil {
-				return err
+	obj, _, err := s.create(ctx, op, sh, nil, func(tx *shardsql.Tx) (model.Object, bool, error) {
+		if _, _, err := readLive(ctx, tx, op, sh, idcodec.TypeUser, ownerLocal, shardsql.ShareLock); err != nil {
+			return model.Object{}, false, err
+		}
+		at := shardsql.Now()
+		obj, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeBoard, b, at)
+		if err != nil {
+			return obj, false, err
+		}
+		if _, err = shardsql.AddEdge(ctx, tx, sh.DB, model.UserBoards, uint64(doc.OwnerID), obj.ID, shardsql.Sequence(at)); err != nil {
+			return obj, false, err
+		}
+		if doc.Secret {
+			if err := shardsql.AddSecret(ctx, tx, sh.DB, model.UserBoards, uint64(doc.OwnerID), 1); err != nil {
+				return obj, false, err
 			}
-			at := shardsql.Now()
-			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeBoard, b, at); err != nil {
-				return err
-			}
-			if _, err = shardsql.AddEdge(ctx, tx, sh.DB, model.UserBoards, uint64(doc.OwnerID), obj.ID, shardsql.Sequence(at)); err != nil {
-				return err
-			}
-			if doc.Secret {
-				if err := shardsql.AddSecret(ctx, tx, sh.DB, model.UserBoards, uint64(doc.OwnerID), 1); err != nil {
-					return err
-				}
-			}
-			return kc.complete(ctx, tx, op, obj)
-		})
+		}
+		return obj, true, nil
 	})
 	return obj, err
 }
@@ -101,58 +99,52 @@ func (s *Store) createPin(ctx context.Context, op string, doc model.PinDoc, acto
 	}
 	var seq int64
 	var pulled, newlyPulled bool
-	err = s.keyed(ctx, op, sh, func(kc *keyClaim) error {
-		return s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
-			created = false
-			_, bd, err := readLive(ctx, tx, op, sh, idcodec.TypeBoard, boardLocal, shardsql.ShareLock)
-			if err != nil {
-				return err
+	obj, created, err = s.create(ctx, op, sh, nil, func(tx *shardsql.Tx) (model.Object, bool, error) {
+		_, bd, err := readLive(ctx, tx, op, sh, idcodec.TypeBoard, boardLocal, shardsql.ShareLock)
+		if err != nil {
+			return model.Object{}, false, err
+		}
+		board := bd.(*model.BoardDoc)
+		doc.OwnerID, doc.Secret = board.OwnerID, board.Secret
+		if actor != 0 && uint64(doc.OwnerID) != actor {
+			if board.Secret {
+				return model.Object{}, false, notFound(op, idcodec.TypeBoard) // another user's secret board: as if missing
 			}
-			board := bd.(*model.BoardDoc)
-			doc.OwnerID, doc.Secret = board.OwnerID, board.Secret
-			if actor != 0 && uint64(doc.OwnerID) != actor {
-				if board.Secret {
-					return notFound(op, idcodec.TypeBoard) // another user's secret board: as if missing
-				}
-				return model.Wrap(op, model.EForbidden, "a user token may only pin on its own user's boards", nil)
+			return model.Object{}, false, model.Wrap(op, model.EForbidden, "a user token may only pin on its own user's boards", nil)
+		}
+		if save != nil {
+			obj, done, err := save.before(tx, sh, board)
+			if err != nil || done {
+				return obj, false, err
 			}
-			if save != nil {
-				var done bool
-				if obj, done, err = save.before(tx, sh, board); err != nil {
-					return err
-				}
-				if done {
-					return kc.completeAs(ctx, tx, op, obj, false)
-				}
+		}
+		b, err := s.marshalDoc(op, &doc)
+		if err != nil {
+			return model.Object{}, false, err
+		}
+		at := shardsql.Now()
+		obj, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, b, at)
+		if err != nil {
+			return obj, false, err
+		}
+		seq = shardsql.Sequence(at)
+		if err = shardsql.AddEdges(ctx, tx, sh.DB, obj.ID, seq, shardsql.ListRef{M: model.BoardPins, From: uint64(doc.BoardID)}, shardsql.ListRef{M: model.UserPins, From: uint64(doc.OwnerID)}); err != nil {
+			return obj, false, err
+		}
+		if doc.Secret {
+			if err := shardsql.AddSecret(ctx, tx, sh.DB, model.UserPins, uint64(doc.OwnerID), 1); err != nil {
+				return obj, false, err
 			}
-			b, err := s.marshalDoc(op, &doc)
-			if err != nil {
-				return err
+		}
+		if pulled, newlyPulled, err = s.pullOrPush(ctx, tx, sh, obj.ID, uint64(doc.OwnerID), seq, at); err != nil {
+			return obj, false, err
+		}
+		if save != nil {
+			if err := save.after(tx, sh, obj.ID, at); err != nil {
+				return obj, false, err
 			}
-			at := shardsql.Now()
-			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, b, at); err != nil {
-				return err
-			}
-			seq = shardsql.Sequence(at)
-			if err = shardsql.AddEdges(ctx, tx, sh.DB, obj.ID, seq, shardsql.ListRef{M: model.BoardPins, From: uint64(doc.BoardID)}, shardsql.ListRef{M: model.UserPins, From: uint64(doc.OwnerID)}); err != nil {
-				return err
-			}
-			if doc.Secret {
-				if err := shardsql.AddSecret(ctx, tx, sh.DB, model.UserPins, uint64(doc.OwnerID), 1); err != nil {
-					return err
-				}
-			}
-			if pulled, newlyPulled, err = s.pullOrPush(ctx, tx, sh, obj.ID, uint64(doc.OwnerID), seq, at); err != nil {
-				return err
-			}
-			created = true
-			if save != nil {
-				if err := save.after(tx, sh, obj.ID, at); err != nil {
-					return err
-				}
-			}
-			return kc.complete(ctx, tx, op, obj)
-		})
+		}
+		return obj, true, nil
 	})
 	if err == nil && created {
 		s.owners.Set(ctx, obj.ID, uint64(doc.OwnerID))
@@ -179,28 +171,25 @@ func (s *Store) CreateComment(ctx context.Context, doc model.CommentDoc) (model.
 	if err != nil {
 		return model.Object{}, err
 	}
-	var obj model.Object
-	err = s.keyed(ctx, op, sh, func(kc *keyClaim) error {
-		if _, err := s.Get(ctx, uint64(doc.AuthorID), idcodec.TypeUser); err != nil {
-			return err
+	author := func() error {
+		_, err := s.Get(ctx, uint64(doc.AuthorID), idcodec.TypeUser)
+		return err
+	}
+	obj, _, err := s.create(ctx, op, sh, author, func(tx *shardsql.Tx) (model.Object, bool, error) {
+		_, pd, err := readLive(ctx, tx, op, sh, idcodec.TypePin, pinLocal, shardsql.ShareLock)
+		if err != nil {
+			return model.Object{}, false, err
 		}
-		return s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
-			_, pd, err := readLive(ctx, tx, op, sh, idcodec.TypePin, pinLocal, shardsql.ShareLock)
-			if err != nil {
-				return err
-			}
-			if pin := pd.(*model.PinDoc); pin.Secret && pin.OwnerID != doc.AuthorID {
-				return notFound(op, idcodec.TypePin) // another user's secret pin: as if missing
-			}
-			at := shardsql.Now()
-			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeComment, b, at); err != nil {
-				return err
-			}
-			if _, err = shardsql.AddEdge(ctx, tx, sh.DB, model.PinComments, uint64(doc.PinID), obj.ID, shardsql.Sequence(at)); err != nil {
-				return err
-			}
-			return kc.complete(ctx, tx, op, obj)
-		})
+		if pin := pd.(*model.PinDoc); pin.Secret && pin.OwnerID != doc.AuthorID {
+			return model.Object{}, false, notFound(op, idcodec.TypePin) // another user's secret pin: as if missing
+		}
+		at := shardsql.Now()
+		obj, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeComment, b, at)
+		if err != nil {
+			return obj, false, err
+		}
+		_, err = shardsql.AddEdge(ctx, tx, sh.DB, model.PinComments, uint64(doc.PinID), obj.ID, shardsql.Sequence(at))
+		return obj, err == nil, err
 	})
 	return obj, err
 }

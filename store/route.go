@@ -94,6 +94,9 @@ func (s *Store) txOn(ctx context.Context, op string, sh topology.Shard, fn func(
 			return classify(op, sh, err)
 		}
 	}
+	if err := t.Flush(ctx); err != nil { // the statements queued to go with a next one
+		return classify(op, sh, err)
+	}
 	if err := tx.Commit(); err != nil {
 		return classify(op, sh, err)
 	}

@@ -114,7 +114,7 @@ func (s *Store) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object
 			if err := shardsql.SetDoc(ctx, tx, sh.DB, idcodec.TypeUser, local, b); err != nil {
 				return err
 			}
-			return kc.complete(ctx, tx, op, obj)
+			return kc.record(ctx, tx, op, model.Outcome{Object: obj, Created: true})
 		}) // on an error the user is claimed: the sweep makes it visible
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -184,7 +185,7 @@ func TestIdempotencyKeyInFlightE2E(t *testing.T) {
 	}
 	done := make(chan *response, 1)
 	go func() { done <- s.req("POST", "/v1/pins", body, keyHdr("slow")...) }()
-	k := model.NewIdempotency("service:e2e-admin", "slow", "POST", "/v1/pins", []byte(body), nil)
+	k := model.NewIdempotency("service:e2e-admin", "slow", "POST", "/v1/pins", []byte(body))
 	home := s.keyHome(k)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -222,7 +223,7 @@ func TestIdempotencyKeyInFlightE2E(t *testing.T) {
 // one pin.
 func TestIdempotencyKeyAfterDeadClaimE2E(t *testing.T) {
 	s, board, body, db, shard := boardToPin(t)
-	k := model.NewIdempotency("service:e2e-admin", "dead-claim", "POST", "/v1/pins", []byte(body), nil)
+	k := model.NewIdempotency("service:e2e-admin", "dead-claim", "POST", "/v1/pins", []byte(body))
 	home := s.keyHome(k)
 	var target int
 	if _, err := fmt.Sscanf(strings.TrimPrefix(shard, s.prefix), "%d", &target); err != nil {
@@ -366,4 +367,48 @@ func TestIdempotencyKeyReusedAcrossRoutesE2E(t *testing.T) {
 		}
 	}
 	t.Logf("%d ordered pairs of %d POST routes", n, len(posts))
+}
+
+// A key keeps the object its create answered with, and the answer is
+// rendered from it: a retry after the object changed still answers the
+// first response.
+func TestIdempotencyReplayAfterAnEditE2E(t *testing.T) {
+	s, board, body, _, _ := boardToPin(t)
+	first := s.must(http.StatusCreated, "POST", "/v1/pins", body, keyHdr("edited")...)
+	var pin object
+	first.decode(t, &pin)
+	s.must(http.StatusOK, "PATCH", "/v1/pins/"+pin.ID, `{"description":"changed"}`)
+	sameResponse(t, first, s.must(http.StatusCreated, "POST", "/v1/pins", body, keyHdr("edited")...))
+	if n := s.count("/v1/boards/" + board.ID + "/pins"); n != 1 {
+		t.Fatalf("board has %d pins, want 1", n)
+	}
+}
+
+// Keys written by an earlier version kept the rendered answer rather
+// than the object: an upgraded server replays them as they are.
+func TestIdempotencyKeyOfAnEarlierVersionE2E(t *testing.T) {
+	s, board, body, db, shard := boardToPin(t)
+	first := s.must(http.StatusCreated, "POST", "/v1/pins", body)
+	var pin object
+	first.decode(t, &pin)
+	k := model.NewIdempotency("service:e2e-admin", "earlier", "POST", "/v1/pins", []byte(body))
+	var target int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(shard, s.prefix), "%d", &target); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := json.Marshal(map[string]any{"status": first.Status, "etag": first.Header.Get("ETag"),
+		"location": first.Header.Get("Location"), "body": strings.TrimSuffix(string(first.Body), "\n")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO "+s.keyHome(k)+".idempotency_claims (key_hash, fingerprint, state, claim, claimed_at, target, expires_at) VALUES (?, ?, 0, 42, UTC_TIMESTAMP(6), ?, UTC_TIMESTAMP(6) + INTERVAL 1 DAY)", k.Hash[:], k.Fingerprint[:], target); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("INSERT INTO "+shard+".idempotency_outcomes (key_hash, claim, state, object_id, response, expires_at) VALUES (?, 42, 1, ?, ?, UTC_TIMESTAMP(6) + INTERVAL 1 DAY)", k.Hash[:], mustUint(t, pin.ID), stored); err != nil {
+		t.Fatal(err)
+	}
+	sameResponse(t, first, s.must(http.StatusCreated, "POST", "/v1/pins", body, keyHdr("earlier")...))
+	if n := s.count("/v1/boards/" + board.ID + "/pins"); n != 1 {
+		t.Fatalf("board has %d pins, want 1", n)
+	}
 }

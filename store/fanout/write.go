@@ -251,11 +251,15 @@ func (f *Fanout) clearsInTx(t *topology.Topology, batch []Job, rows map[int]*sha
 // kept only where the follower still follows the author, read under a
 // shared lock (shardsql.InsertFeedRows).
 func writeHost(ctx context.Context, h *topology.Host, shards []topology.Shard, rows map[int]*shardRows, clears []outboxClear) error {
-	tx, err := h.DB.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	raw, err := h.DB.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback()
+	defer raw.Rollback()
+	// A shardsql.Tx: the outbox deletes and each shard's insert go with
+	// the next statement (its next look-up), not in round trips of their
+	// own. Feed rows are no object: nothing is touched.
+	tx := shardsql.NewTx(raw)
 	type group struct {
 		db     shardsql.DB
 		remove bool
@@ -303,7 +307,10 @@ func writeHost(ctx context.Context, h *topology.Host, shards []topology.Shard, r
 			}
 		}
 	}
-	return tx.Commit()
+	if err := tx.Flush(ctx); err != nil {
+		return err
+	}
+	return raw.Commit()
 }
 
 // clearOutbox deletes the feed_outbox rows of pins whose fan-out (or, with

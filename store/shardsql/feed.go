@@ -62,8 +62,7 @@ func InsertFeedRows(ctx context.Context, tx sqlx.ExtContext, db DB, rows []FeedR
 	if len(args) == 0 {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, q.String(), args...)
-	return err
+	return later(ctx, tx, q.String(), args...) // on a *Tx, with the next shard's look-up
 }
 
 // DeletePinFromFeeds deletes pin from the feeds of followers (at most
@@ -182,8 +181,7 @@ type OutboxRow struct {
 // InsertOutbox records a new pin's fan-out as due, in the pin's create
 // transaction.
 func InsertOutbox(ctx context.Context, x sqlx.ExecerContext, db DB, pin, author uint64, seq int64, at time.Time) error {
-	_, err := x.ExecContext(ctx, "INSERT INTO "+db.table(outboxTable)+" (pin_id, author_id, sequence, created_at) VALUES (?, ?, ?, ?)", pin, author, seq, at)
-	return err
+	return later(ctx, x, "INSERT INTO "+db.table(outboxTable)+" (pin_id, author_id, sequence, created_at) VALUES (?, ?, ?, ?)", pin, author, seq, at)
 }
 
 // MarkOutboxRemove records a deleted pin's removal from feeds as due, in
@@ -196,14 +194,14 @@ func MarkOutboxRemove(ctx context.Context, x sqlx.ExecerContext, db DB, pin, aut
 }
 
 // DeleteOutbox deletes the outbox rows of pins that are of the given kind
-// (a row that became a removal meanwhile stays for its own job).
+// (a row that became a removal meanwhile stays for its own job); queued
+// on a *Tx (later.go).
 func DeleteOutbox(ctx context.Context, x sqlx.ExecerContext, db DB, pins []uint64, remove bool) error {
 	q, args, err := sqlx.In("DELETE FROM "+db.table(outboxTable)+" WHERE pin_id IN (?) AND remove = ?", pins, remove)
 	if err != nil {
 		return err
 	}
-	_, err = x.ExecContext(ctx, q, args...)
-	return err
+	return later(ctx, x, q, args...)
 }
 
 // ReadOutbox reads up to n outbox rows recorded at or before cutoff.

@@ -24,7 +24,7 @@ const (
 
 // Outcome states of idempotency_outcomes.state.
 const (
-	OutcomeDone   = 1 // the claim's create committed; response holds its answer
+	OutcomeDone   = 1 // the claim's create committed; response holds its outcome (store/outcome.go)
 	OutcomeFenced = 2 // the claim can no longer commit here (a retry took it over, or it failed)
 	OutcomeNoted  = 3 // a user create made object_id, not yet visible
 )

@@ -34,10 +34,26 @@ type ListRef struct {
 	From uint64
 }
 
-// AddEdges adds to (at seq) to each list like AddEdge, with one statement
-// for the counts of the lists it joined instead of one per list: a new pin
-// joins two lists in its create transaction.
+// AddEdges adds to (at seq) to each list like AddEdge: a new pin joins
+// two lists in its create transaction. On a *Tx its statements are queued
+// (later.go) and every list's owner is touched; elsewhere it runs them at
+// once, with one statement for the counts of the lists it joined.
 func AddEdges(ctx context.Context, x sqlx.ExecerContext, db DB, to uint64, seq int64, lists ...ListRef) error {
+	if _, ok := x.(*Tx); ok {
+		// Queued (later.go): each count rises when its insert added a row
+		// (ROW_COUNT of the statement before it), with no round trip to
+		// read it.
+		for _, l := range lists {
+			touch(x, l.From)
+			if err := later(ctx, x, "INSERT IGNORE INTO "+db.table(l.M.Table())+" (from_id, to_id, sequence) VALUES (?, ?, ?)", l.From, to, seq); err != nil {
+				return err
+			}
+			if err := later(ctx, x, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) SELECT ?, ?, 1 FROM DUAL WHERE ROW_COUNT() > 0 ON DUPLICATE KEY UPDATE n = n + 1", l.From, uint8(l.M)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	counts := make([]any, 0, 2*len(lists))
 	for _, l := range lists {
 		res, err := x.ExecContext(ctx, "INSERT IGNORE INTO "+db.table(l.M.Table())+" (from_id, to_id, sequence) VALUES (?, ?, ?)", l.From, to, seq)
@@ -82,8 +98,7 @@ func AddSecret(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mapping
 		return nil
 	}
 	touch(x, from)
-	_, err := x.ExecContext(ctx, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE n = n + VALUES(n)", from, model.SecretKey(m), delta)
-	return err
+	return later(ctx, x, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE n = n + VALUES(n)", from, model.SecretKey(m), delta)
 }
 
 // Count reads the length of from's list m (0 when it never had a row).

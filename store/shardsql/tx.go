@@ -12,10 +12,13 @@ import (
 // its statements changed (an object's row, or the count of one of its
 // lists; both live on the object's shard), so that cached copies of them
 // can be dropped once it commits. The helpers of this package that change
-// an object or a count report it when they run on a *Tx.
+// an object or a count report it when they run on a *Tx. It also holds
+// the statements queued to go with its next one (later.go).
 type Tx struct {
 	*sqlx.Tx
-	touched []uint64
+	touched    []uint64
+	queued     strings.Builder
+	queuedArgs []any
 }
 
 // NewTx wraps tx.
@@ -67,8 +70,7 @@ func MarkCached(ctx context.Context, x sqlx.ExecerContext, db DB, ids []uint64, 
 		args = append(args, id, token, at)
 	}
 	b.WriteString(" ON DUPLICATE KEY UPDATE token = VALUES(token), created_at = VALUES(created_at)")
-	_, err := x.ExecContext(ctx, b.String(), args...)
-	return err
+	return later(ctx, x, b.String(), args...)
 }
 
 // CachedMark is a cache_outbox row: an object whose cached copy must go,

@@ -11,7 +11,10 @@ import (
 
 // Dial opens a pool of at most size connections to the MySQL host at dsn
 // (a DSN that names no database) with pinstore's driver settings:
-// client-side interpolation (one round trip per statement), UTC times and
+// client-side interpolation (one round trip per statement), several
+// statements in one text (a transaction sends the statements whose
+// results it does not read with its next one: shardsql's later), UTC
+// times and
 // session time zone, and a 2 s dial timeout unless the DSN sets one, so a
 // dead host fails fast. It connects lazily: a host that is down fails the
 // statements sent to it, not Dial. Errors never echo the DSN.
@@ -21,6 +24,7 @@ func Dial(dsn string, size int) (*sqlx.DB, error) {
 		return nil, errors.New("DSN does not parse")
 	}
 	c.InterpolateParams = true
+	c.MultiStatements = true
 	c.ParseTime = true
 	c.Loc = time.UTC
 	if c.Timeout == 0 {
