@@ -53,7 +53,7 @@ func (s *Store) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Obje
 				return err
 			}
 			at := shardsql.Now()
-			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeBoard, b, at); err != nil {
+			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeBoard, b, model.FlagsOf(&doc), at); err != nil {
 				return err
 			}
 			if _, err = shardsql.AddEdge(ctx, tx, sh.DB, model.UserBoards, uint64(doc.OwnerID), obj.ID, shardsql.Sequence(at)); err != nil {
@@ -128,7 +128,7 @@ func (s *Store) createPin(ctx context.Context, op string, doc model.PinDoc, acto
 				return err
 			}
 			at := shardsql.Now()
-			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, b, at); err != nil {
+			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, b, model.FlagsOf(&doc), at); err != nil {
 				return err
 			}
 			seq = shardsql.Sequence(at)
@@ -191,7 +191,7 @@ func (s *Store) CreateComment(ctx context.Context, doc model.CommentDoc) (model.
 				return notFound(op, idcodec.TypePin) // another user's secret pin: as if missing
 			}
 			at := shardsql.Now()
-			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeComment, b, at); err != nil {
+			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeComment, b, model.FlagsOf(&doc), at); err != nil {
 				return err
 			}
 			if _, err = shardsql.AddEdge(ctx, tx, sh.DB, model.PinComments, uint64(doc.PinID), obj.ID, shardsql.Sequence(at)); err != nil {
@@ -302,7 +302,7 @@ func (s *Store) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		if err := shardsql.UpdateObject(ctx, tx, sh.DB, typ, local, b, at); err != nil {
 			return err
 		}
-		r.Doc, r.Version, r.Updated = b, r.Version+1, at
+		r.Doc, r.Flags, r.Version, r.Updated = b, model.FlagsOf(nd), r.Version+1, at
 		obj = r.Object(sh.DB, typ)
 		return nil
 	})

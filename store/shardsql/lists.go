@@ -160,7 +160,7 @@ func pageSQL(db DB, table string, from uint64, p Page, objects idcodec.Type) (st
 	var b strings.Builder
 	b.WriteString("SELECT e.to_id, e.sequence")
 	if objects != 0 {
-		b.WriteString(", o.doc, o.version, o.created_at, o.updated_at")
+		b.WriteString(", o.doc, COALESCE(o.flags, 0), o.version, o.created_at, o.updated_at")
 		countColumns(&b, db, objects, "o.local_id", 0, len(model.CountKeys(objects)))
 	}
 	b.WriteString(" FROM ")
@@ -216,20 +216,21 @@ func ReadPageObjects(ctx context.Context, q sqlx.QueryerContext, db DB, m model.
 		var e Entry
 		var r Row
 		var doc []byte
+		var flags model.Flags
 		var version sql.NullInt64
 		var created, updated sql.NullTime
 		var unused int64
 		counts, fill := countDest(typ, pad, &unused)
-		if err := rows.Scan(append([]any{&e.To, &e.Sequence, &doc, &version, &created, &updated}, counts...)...); err != nil {
+		if err := rows.Scan(append([]any{&e.To, &e.Sequence, &doc, &flags, &version, &created, &updated}, counts...)...); err != nil {
 			return nil, nil, false, err
 		}
 		entries = append(entries, e)
 		if int(idcodec.ShardOf(e.To)) != db.N || idcodec.TypeOf(e.To) != typ {
 			foreign = true
 		}
-		if len(entries) <= want && doc != nil && model.ActiveOf(doc) {
+		if len(entries) <= want && doc != nil && flags.Active() {
 			fill(&r)
-			objs = append(objs, model.Object{ID: e.To, Type: typ, Version: version.Int64, CreatedAt: created.Time, UpdatedAt: updated.Time, Doc: doc, Counts: r.Counts})
+			objs = append(objs, model.Object{ID: e.To, Type: typ, Version: version.Int64, CreatedAt: created.Time, UpdatedAt: updated.Time, Doc: doc, Counts: r.Counts, Flags: flags})
 		}
 	}
 	return entries, objs, foreign, rows.Err()

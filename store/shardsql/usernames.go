@@ -146,7 +146,7 @@ func DeleteObjectRow(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcod
 
 // ScanUsers reads up to n user rows after local, in local-id order.
 func ScanUsers(ctx context.Context, q sqlx.QueryerContext, db DB, after uint64, n int) ([]Row, error) {
-	rows, err := q.QueryContext(ctx, "SELECT local_id, doc, version, created_at, updated_at FROM "+db.table(objectTables[idcodec.TypeUser])+
+	rows, err := q.QueryContext(ctx, "SELECT local_id, doc, flags, version, created_at, updated_at FROM "+db.table(objectTables[idcodec.TypeUser])+
 		" WHERE local_id > ? ORDER BY local_id LIMIT ?", after, n)
 	if err != nil {
 		return nil, err
@@ -155,7 +155,7 @@ func ScanUsers(ctx context.Context, q sqlx.QueryerContext, db DB, after uint64, 
 	var out []Row
 	for rows.Next() {
 		var r Row
-		if err := rows.Scan(&r.Local, &r.Doc, &r.Version, &r.Created, &r.Updated); err != nil {
+		if err := rows.Scan(&r.Local, &r.Doc, &r.Flags, &r.Version, &r.Created, &r.Updated); err != nil {
 			return nil, err
 		}
 		out = append(out, r)
