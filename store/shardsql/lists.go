@@ -14,17 +14,17 @@ import (
 )
 
 // AddEdge inserts from→to into m's table and, when the row is new, raises
-// the list's count in the same transaction. Re-adding is a no-op (false).
-func AddEdge(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mapping, from, to uint64, seq int64) (bool, error) {
-	res, err := x.ExecContext(ctx, "INSERT IGNORE INTO "+db.table(m.Table())+" (from_id, to_id, sequence) VALUES (?, ?, ?)", from, to, seq)
+// the list's count in the same transaction (t records from as changed).
+// Re-adding is a no-op (false).
+func AddEdge(ctx context.Context, t *Tx, db DB, m model.Mapping, from, to uint64, seq int64) (bool, error) {
+	res, err := t.ExecContext(ctx, "INSERT IGNORE INTO "+db.table(m.Table())+" (from_id, to_id, sequence) VALUES (?, ?, ?)", from, to, seq)
 	if err != nil {
 		return false, err
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return false, err
 	}
-	touch(x, from)
-	_, err = x.ExecContext(ctx, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) VALUES (?, ?, 1) ON DUPLICATE KEY UPDATE n = n + 1", from, uint8(m))
+	_, err = t.change(ctx, []uint64{from}, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) VALUES (?, ?, 1) ON DUPLICATE KEY UPDATE n = n + 1", from, uint8(m))
 	return err == nil, err
 }
 
@@ -37,10 +37,11 @@ type ListRef struct {
 // AddEdges adds to (at seq) to each list like AddEdge, with one statement
 // for the counts of the lists it joined instead of one per list: a new pin
 // joins two lists in its create transaction.
-func AddEdges(ctx context.Context, x sqlx.ExecerContext, db DB, to uint64, seq int64, lists ...ListRef) error {
+func AddEdges(ctx context.Context, t *Tx, db DB, to uint64, seq int64, lists ...ListRef) error {
 	counts := make([]any, 0, 2*len(lists))
+	var changed []uint64
 	for _, l := range lists {
-		res, err := x.ExecContext(ctx, "INSERT IGNORE INTO "+db.table(l.M.Table())+" (from_id, to_id, sequence) VALUES (?, ?, ?)", l.From, to, seq)
+		res, err := t.ExecContext(ctx, "INSERT IGNORE INTO "+db.table(l.M.Table())+" (from_id, to_id, sequence) VALUES (?, ?, ?)", l.From, to, seq)
 		if err != nil {
 			return err
 		}
@@ -48,41 +49,40 @@ func AddEdges(ctx context.Context, x sqlx.ExecerContext, db DB, to uint64, seq i
 			return err
 		} else if n > 0 {
 			counts = append(counts, l.From, uint8(l.M))
-			touch(x, l.From)
+			changed = append(changed, l.From)
 		}
 	}
 	if len(counts) == 0 {
 		return nil
 	}
 	values := strings.Repeat(", (?, ?, 1)", len(counts)/2)[2:]
-	_, err := x.ExecContext(ctx, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) VALUES "+values+" ON DUPLICATE KEY UPDATE n = n + 1", counts...)
+	_, err := t.change(ctx, changed, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) VALUES "+values+" ON DUPLICATE KEY UPDATE n = n + 1", counts...)
 	return err
 }
 
 // RemoveEdge deletes from→to from m's table and, when a row went, lowers
-// the count in the same transaction. Removing an absent row is a no-op.
-func RemoveEdge(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mapping, from, to uint64) (bool, error) {
-	res, err := x.ExecContext(ctx, "DELETE FROM "+db.table(m.Table())+" WHERE from_id = ? AND to_id = ?", from, to)
+// the count in the same transaction (t records from as changed). Removing
+// an absent row is a no-op.
+func RemoveEdge(ctx context.Context, t *Tx, db DB, m model.Mapping, from, to uint64) (bool, error) {
+	res, err := t.ExecContext(ctx, "DELETE FROM "+db.table(m.Table())+" WHERE from_id = ? AND to_id = ?", from, to)
 	if err != nil {
 		return false, err
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return false, err
 	}
-	touch(x, from)
-	_, err = x.ExecContext(ctx, "UPDATE "+db.table(countsTable)+" SET n = n - 1 WHERE from_id = ? AND mapping = ?", from, uint8(m))
+	_, err = t.change(ctx, []uint64{from}, "UPDATE "+db.table(countsTable)+" SET n = n - 1 WHERE from_id = ? AND mapping = ?", from, uint8(m))
 	return err == nil, err
 }
 
 // AddSecret changes by delta the number of secret entries of from's list
-// m (model.SecretKey), in the transaction that changes them, and marks
-// from's cached copy for invalidation.
-func AddSecret(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mapping, from uint64, delta int64) error {
+// m (model.SecretKey), in the transaction that changes them; t records
+// from as changed.
+func AddSecret(ctx context.Context, t *Tx, db DB, m model.Mapping, from uint64, delta int64) error {
 	if delta == 0 {
 		return nil
 	}
-	touch(x, from)
-	_, err := x.ExecContext(ctx, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE n = n + VALUES(n)", from, model.SecretKey(m), delta)
+	_, err := t.change(ctx, []uint64{from}, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE n = n + VALUES(n)", from, model.SecretKey(m), delta)
 	return err
 }
 

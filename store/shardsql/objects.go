@@ -134,10 +134,10 @@ func ReadObjectCounted(ctx context.Context, q sqlx.QueryerContext, db DB, typ id
 	return r, n, err
 }
 
-// UpdateObject replaces an object's document and raises its version by one.
-func UpdateObject(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.Type, local uint64, doc []byte, at time.Time) error {
-	touch(x, db.ID(typ, local))
-	_, err := x.ExecContext(ctx, "UPDATE "+db.table(objectTables[typ])+" SET doc = ?, version = version + 1, updated_at = ? WHERE local_id = ?", doc, at, local)
+// UpdateObject replaces an object's document and raises its version by
+// one; t records the object as changed.
+func UpdateObject(ctx context.Context, t *Tx, db DB, typ idcodec.Type, local uint64, doc []byte, at time.Time) error {
+	_, err := t.change(ctx, []uint64{db.ID(typ, local)}, "UPDATE "+db.table(objectTables[typ])+" SET doc = ?, version = version + 1, updated_at = ? WHERE local_id = ?", doc, at, local)
 	return err
 }
 
