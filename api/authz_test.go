@@ -127,7 +127,7 @@ func TestPermissions(t *testing.T) {
 			if doc == nil {
 				return model.Object{}, model.Errorf(model.ENotFound, "%s not found", typ)
 			}
-			return model.Object{ID: id, Type: typ, Version: 1, Doc: doc}, nil
+			return model.Object{ID: id, Type: typ, Version: 1, Doc: doc, Flags: storedFlags(typ, doc)}, nil
 		}
 	}
 	// byType answers Get with the document of the id's type in docs (nil:
@@ -138,7 +138,7 @@ func TestPermissions(t *testing.T) {
 			if doc == nil {
 				return model.Object{}, model.Errorf(model.ENotFound, "%s not found", typ)
 			}
-			return model.Object{ID: id, Type: typ, Version: 1, Doc: doc}, nil
+			return model.Object{ID: id, Type: typ, Version: 1, Doc: doc, Flags: storedFlags(typ, doc)}, nil
 		}
 	}
 	comment := []byte(`{"pin_id":"` + vecPin + `","author_id":"` + otherUser + `","text":"t","active":true}`)

@@ -165,3 +165,13 @@ func (f *fakeStore) Ready(ctx context.Context) []model.Health {
 	}
 	return nil
 }
+
+// storedFlags is the flags the store reads with an object whose document
+// is doc (the row's flags column), for fakes that answer objects.
+func storedFlags(typ idcodec.Type, doc []byte) model.Flags {
+	d, err := model.DecodeDoc(typ, doc)
+	if err != nil {
+		return 0
+	}
+	return model.FlagsOf(d)
+}

@@ -43,7 +43,7 @@ func ownerOf(o model.Object) uint64 {
 // or auth off) sees everything; a user sees every object but the secret
 // boards and pins of others.
 func visibleTo(o model.Object, viewer uint64) bool {
-	if viewer == 0 || o.Type != typeBoard && o.Type != typePin || !model.SecretOf(o.Doc) {
+	if viewer == 0 || o.Type != typeBoard && o.Type != typePin || !o.Flags.Secret() {
 		return true
 	}
 	return ownerOf(o) == viewer

@@ -1,11 +1,14 @@
 -- Object tables: one JSON document per row. local_id is the 36-bit local part
--- of the object's ID; version counts edits for optimistic concurrency.
+-- of the object's ID; version counts edits for optimistic concurrency;
+-- flags are derived from the document (see 0013_object_flags.sql, which
+-- adds them to shards created before they were here).
 CREATE TABLE IF NOT EXISTS users (
   local_id   BIGINT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY,
   doc        LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL CHECK (JSON_VALID(doc)),
   version    BIGINT UNSIGNED NOT NULL DEFAULT 1,
   created_at DATETIME(6) NOT NULL,
-  updated_at DATETIME(6) NOT NULL
+  updated_at DATETIME(6) NOT NULL,
+  flags      TINYINT UNSIGNED AS (IFNULL(JSON_CONTAINS(doc, 'true', '$.active'), 0) | IFNULL(JSON_CONTAINS(doc, 'true', '$.secret'), 0) << 1) PERSISTENT
 ) ENGINE=InnoDB
 ;
 CREATE TABLE IF NOT EXISTS boards (
@@ -13,7 +16,8 @@ CREATE TABLE IF NOT EXISTS boards (
   doc        LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL CHECK (JSON_VALID(doc)),
   version    BIGINT UNSIGNED NOT NULL DEFAULT 1,
   created_at DATETIME(6) NOT NULL,
-  updated_at DATETIME(6) NOT NULL
+  updated_at DATETIME(6) NOT NULL,
+  flags      TINYINT UNSIGNED AS (IFNULL(JSON_CONTAINS(doc, 'true', '$.active'), 0) | IFNULL(JSON_CONTAINS(doc, 'true', '$.secret'), 0) << 1) PERSISTENT
 ) ENGINE=InnoDB
 ;
 CREATE TABLE IF NOT EXISTS pins (
@@ -21,7 +25,8 @@ CREATE TABLE IF NOT EXISTS pins (
   doc        LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL CHECK (JSON_VALID(doc)),
   version    BIGINT UNSIGNED NOT NULL DEFAULT 1,
   created_at DATETIME(6) NOT NULL,
-  updated_at DATETIME(6) NOT NULL
+  updated_at DATETIME(6) NOT NULL,
+  flags      TINYINT UNSIGNED AS (IFNULL(JSON_CONTAINS(doc, 'true', '$.active'), 0) | IFNULL(JSON_CONTAINS(doc, 'true', '$.secret'), 0) << 1) PERSISTENT
 ) ENGINE=InnoDB
 ;
 CREATE TABLE IF NOT EXISTS comments (
@@ -29,7 +34,8 @@ CREATE TABLE IF NOT EXISTS comments (
   doc        LONGTEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL CHECK (JSON_VALID(doc)),
   version    BIGINT UNSIGNED NOT NULL DEFAULT 1,
   created_at DATETIME(6) NOT NULL,
-  updated_at DATETIME(6) NOT NULL
+  updated_at DATETIME(6) NOT NULL,
+  flags      TINYINT UNSIGNED AS (IFNULL(JSON_CONTAINS(doc, 'true', '$.active'), 0) | IFNULL(JSON_CONTAINS(doc, 'true', '$.secret'), 0) << 1) PERSISTENT
 ) ENGINE=InnoDB
 ;
 -- Mapping tables: one row per (from, to). The primary key makes an add

@@ -2,6 +2,7 @@ package migrations
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,4 +95,81 @@ func TestApply(t *testing.T) {
 	if err := db.Get(&rows, "SELECT COUNT(*) FROM "+name+".schema_migrations"); err != nil || rows != len(ms) {
 		t.Fatalf("schema_migrations holds %d rows, want %d (%v)", rows, len(ms), err)
 	}
+}
+
+// A fleet upgraded from before the flags column: the migration that adds
+// it computes every existing row's flags from its document, by field name
+// in any order, and every later write of a document keeps them.
+func TestObjectFlagsBackfill(t *testing.T) {
+	dsn := testenv.MySQLDSN(t)
+	prefix := testenv.UniquePrefix(t, "mf")
+	t.Cleanup(func() { testenv.DropDatabases(t, dsn, prefix) })
+	db, err := sqlx.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ms, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(ms, func(m Migration) bool { return m.Name == "object_flags" })
+	if i < 0 {
+		t.Fatal("no object_flags migration")
+	}
+	ctx := context.Background()
+	name := prefix + "00000"
+	if err := Apply(ctx, db, name, ms[:i]); err != nil {
+		t.Fatal(err)
+	}
+	// A shard created before the column was part of the first migration.
+	if _, err := db.Exec("ALTER TABLE " + name + ".pins DROP COLUMN flags"); err != nil {
+		t.Fatal(err)
+	}
+	docs := []struct {
+		doc   string
+		flags int
+	}{
+		{`{"board_id":"1","owner_id":"2","active":true}`, 1},
+		{`{"board_id":"1","owner_id":"2","secret":true,"active":true}`, 3},
+		{`{"active":true,"secret":true,"board_id":"1","owner_id":"2"}`, 3}, // fields in another order
+		{`{"secret":true,"active":false,"board_id":"1","owner_id":"2"}`, 2},
+		{`{"board_id":"1","owner_id":"2","data":{"secret":true,"active":true},"active":false}`, 0},
+	}
+	for _, d := range docs {
+		if _, err := db.Exec("INSERT INTO "+name+".pins (doc, created_at, updated_at) VALUES (?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))", d.doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := Apply(ctx, db, name, ms); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		var got []int
+		if err := db.Select(&got, "SELECT flags FROM "+name+".pins ORDER BY local_id"); err != nil {
+			t.Fatal(err)
+		}
+		for j, d := range docs {
+			if j >= len(got) || got[j] != d.flags {
+				t.Fatalf("%s: flags %v, want %d for %s", when, got, d.flags, d.doc)
+			}
+		}
+	}
+	check("after the migration")
+	var cols []string // as a shard created with the column has them
+	if err := db.Select(&cols, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = 'pins' ORDER BY ORDINAL_POSITION", name); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(cols, ","); got != "local_id,doc,version,created_at,updated_at,flags" {
+		t.Fatalf("pins has columns %s", got)
+	}
+	docs[0].doc, docs[0].flags = `{"active":false,"board_id":"1","owner_id":"2"}`, 0
+	docs[3].doc, docs[3].flags = `{"owner_id":"2","board_id":"1","active":true}`, 1
+	for _, j := range []int{0, 3} {
+		if _, err := db.Exec("UPDATE "+name+".pins SET doc = ? WHERE local_id = ?", docs[j].doc, j+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("after updates")
 }

@@ -70,17 +70,41 @@ func DecodeDoc(typ idcodec.Type, raw []byte) (Doc, error) {
 	return d, nil
 }
 
-// ActiveOf reports the "active" flag of a stored document without decoding
-// it. Every stored document is written by json.Marshal of one of the typed
-// documents, whose last field is Active, so a live document ends with
-// `"active":true}` and nothing inside "data" can end it.
-func ActiveOf(raw []byte) bool { return bytes.HasSuffix(raw, activeSuffix) }
+// Flags are an object's state as its row carries it beside the document:
+// whether it is live and whether it is secret. The object tables hold
+// them in a flags column the database derives from the document's
+// "active" and "secret" fields (migrations/0013_object_flags.sql), so a
+// read learns them without parsing the document and no rule depends on
+// where a field sits in the JSON.
+type Flags uint8
 
-var activeSuffix = []byte(`"active":true}`)
+// The bits of Flags, as the flags column stores them.
+const (
+	FlagActive Flags = 1 << iota // the object is live (not deleted)
+	FlagSecret                   // a secret board, or a pin on one
+)
 
-// SecretOf reports the "secret" flag of a stored live board or pin
-// document without decoding it: json.Marshal writes Secret just before
-// Active, and only when it is true.
-func SecretOf(raw []byte) bool { return bytes.HasSuffix(raw, secretSuffix) }
+// Active reports whether the object is live.
+func (f Flags) Active() bool { return f&FlagActive != 0 }
 
-var secretSuffix = []byte(`"secret":true,"active":true}`)
+// Secret reports whether the object is secret.
+func (f Flags) Secret() bool { return f&FlagSecret != 0 }
+
+// secretDoc is a document that can be secret (a board, a pin).
+type secretDoc interface{ IsSecret() bool }
+
+func (d *BoardDoc) IsSecret() bool { return d.Secret }
+func (d *PinDoc) IsSecret() bool   { return d.Secret }
+
+// FlagsOf is the flags of a document: the ones the database derives when
+// it stores d's encoding.
+func FlagsOf(d Doc) Flags {
+	var f Flags
+	if d.IsActive() {
+		f |= FlagActive
+	}
+	if s, ok := d.(secretDoc); ok && s.IsSecret() {
+		f |= FlagSecret
+	}
+	return f
+}

@@ -13,7 +13,8 @@ import (
 // Object is a stored object as the store returns it: its ID, the version
 // used for optimistic concurrency, timestamps, its JSON document (one of
 // UserDoc, BoardDoc, PinDoc, CommentDoc, encoded) and the lengths of the
-// lists it carries, in the order of Counted(Type) (nil when not read).
+// lists it carries, in the order of Counted(Type) (nil when not read),
+// and the flags its row carries beside the document (FlagsOf(Doc)).
 type Object struct {
 	ID        uint64
 	Type      idcodec.Type
@@ -22,6 +23,7 @@ type Object struct {
 	UpdatedAt time.Time
 	Doc       json.RawMessage
 	Counts    []int64
+	Flags     Flags
 }
 
 // ID is an object ID inside a stored document. It is written as a decimal

@@ -96,7 +96,7 @@ func createUnder(s *Store, kc *keyClaim, sh topology.Shard, board uint64) (model
 	var o model.Object
 	err := s.inTx(ctx, "test", sh, func(tx *shardsql.Tx) error {
 		var err error
-		if o, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, []byte(`{"board_id":"`+fmt.Sprint(board)+`","active":true}`), shardsql.Now()); err != nil {
+		if o, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, []byte(`{"board_id":"`+fmt.Sprint(board)+`","active":true}`), model.FlagActive, shardsql.Now()); err != nil {
 			return err
 		}
 		return kc.record(ctx, tx, "test", model.Outcome{Object: o, Created: true})
@@ -214,7 +214,7 @@ func TestKeyedCreateCrashPoints(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = s.inTx(ctx, "test", sh, func(tx *shardsql.Tx) error {
-			if _, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, []byte(`{"board_id":"`+fmt.Sprint(board)+`","active":true}`), shardsql.Now()); err != nil {
+			if _, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, []byte(`{"board_id":"`+fmt.Sprint(board)+`","active":true}`), model.FlagActive, shardsql.Now()); err != nil {
 				return err
 			}
 			if err := kc.record(ctx, tx, "test", model.Outcome{Object: model.Object{ID: 1}, Created: true}); err != nil {
@@ -321,7 +321,7 @@ func TestKeyedUserCreateResumesTheDeadClaimantsUser(t *testing.T) {
 	var dead model.Object
 	err = s.inTx(ctx, "test", sh, func(tx *shardsql.Tx) error {
 		at := shardsql.Now()
-		if dead, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeUser, doc, at); err != nil {
+		if dead, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeUser, doc, 0, at); err != nil {
 			return err
 		}
 		if err := shardsql.InsertUserClaim(ctx, tx, sh.DB, dead.ID, "resumed", at); err != nil {

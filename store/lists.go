@@ -404,7 +404,7 @@ func (s *Store) getMany(ctx context.Context, op string, ids []uint64, typ idcode
 	found := make(map[uint64]model.Object, len(ids))
 	err := eachHost(byHost, func(h *topology.Host, parts []shardsql.ObjectSelect) error {
 		err := shardsql.ReadObjects(ctx, s.hostReader(ctx, h).DB, parts, func(i int, r shardsql.Row, _ int64) { // replica hook
-			if !model.ActiveOf(r.Doc) {
+			if !r.Flags.Active() {
 				return
 			}
 			o := r.Object(parts[i].DB, typ)

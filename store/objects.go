@@ -53,7 +53,7 @@ func (s *Store) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Obje
 			return model.Object{}, false, err
 		}
 		at := shardsql.Now()
-		obj, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeBoard, b, at)
+		obj, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeBoard, b, model.FlagsOf(&doc), at)
 		if err != nil {
 			return obj, false, err
 		}
@@ -123,7 +123,7 @@ func (s *Store) createPin(ctx context.Context, op string, doc model.PinDoc, acto
 			return model.Object{}, false, err
 		}
 		at := shardsql.Now()
-		obj, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, b, at)
+		obj, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, b, model.FlagsOf(&doc), at)
 		if err != nil {
 			return obj, false, err
 		}
@@ -184,7 +184,7 @@ func (s *Store) CreateComment(ctx context.Context, doc model.CommentDoc) (model.
 			return model.Object{}, false, notFound(op, idcodec.TypePin) // another user's secret pin: as if missing
 		}
 		at := shardsql.Now()
-		obj, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeComment, b, at)
+		obj, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeComment, b, model.FlagsOf(&doc), at)
 		if err != nil {
 			return obj, false, err
 		}
@@ -302,7 +302,7 @@ func (s *Store) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		if err := shardsql.UpdateObject(ctx, tx, sh.DB, typ, local, b, at); err != nil {
 			return err
 		}
-		r.Doc, r.Version, r.Updated = b, r.Version+1, at
+		r.Doc, r.Flags, r.Version, r.Updated = b, model.FlagsOf(nd), r.Version+1, at
 		obj = r.Object(sh.DB, typ)
 		return nil
 	})

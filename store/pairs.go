@@ -58,7 +58,7 @@ func (s *Store) AddMapping(ctx context.Context, m model.Mapping, from, to uint64
 	if err != nil {
 		return err
 	}
-	if p.M == model.UserLikes && model.SecretOf(target.Doc) {
+	if p.M == model.UserLikes && target.Flags.Secret() {
 		// A pin on a secret board is as absent to others as a missing one.
 		if d, err := model.DecodeDoc(target.Type, target.Doc); err != nil || d.Refs()[1] != model.ID(p.From) {
 			return notFound(op, p.M.To())

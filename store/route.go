@@ -193,7 +193,7 @@ func liveDoc(op string, typ idcodec.Type, r shardsql.Row, err error) (model.Doc,
 func (s *Store) readPoint(ctx context.Context, op string, sh topology.Shard, typ idcodec.Type, local uint64, count model.Mapping) (*pointread.Read, error) {
 	r := &pointread.Read{DB: sh.DB, Type: typ, Local: local, Count: count}
 	err := s.reader(ctx, sh).Reads.Do(ctx, r) // replica hook
-	if errors.Is(err, sql.ErrNoRows) || err == nil && !model.ActiveOf(r.Row.Doc) {
+	if errors.Is(err, sql.ErrNoRows) || err == nil && !r.Row.Flags.Active() {
 		return nil, notFound(op, typ)
 	}
 	if err != nil {

@@ -21,7 +21,7 @@ func TestBoardSecretFlipsItsPins(t *testing.T) {
 	board := mustBoard(t, s, ann)
 	p1, p2 := mustPin(t, s, board), mustPin(t, s, board)
 	for _, p := range []uint64{p1, p2} { // cached before the flip
-		if model.SecretOf(mustGet(t, s, p).Doc) {
+		if secretOf(t, mustGet(t, s, p)) {
 			t.Fatal("a pin of a public board is secret")
 		}
 	}
@@ -40,16 +40,16 @@ func TestBoardSecretFlipsItsPins(t *testing.T) {
 		}
 		return o
 	}
-	if b := setSecret(true); !model.SecretOf(b.Doc) {
+	if b := setSecret(true); !secretOf(t, b) {
 		t.Fatal("the board is not secret")
 	}
 	for _, p := range []uint64{p1, p2} {
 		o := mustGet(t, s, p)
-		if !model.SecretOf(o.Doc) || o.Version != 2 {
+		if !secretOf(t, o) || o.Version != 2 {
 			t.Fatalf("pin %d after the flip: version %d, %s", p, o.Version, o.Doc)
 		}
 	}
-	if !model.SecretOf(mustGet(t, s, mustPin(t, s, board)).Doc) {
+	if !secretOf(t, mustGet(t, s, mustPin(t, s, board))) {
 		t.Fatal("a new pin on a secret board is not secret")
 	}
 	// Nobody but ann may save from it (bob's board's owner cannot see it).
@@ -57,7 +57,7 @@ func TestBoardSecretFlipsItsPins(t *testing.T) {
 		t.Fatalf("a save of a secret pin to another's board: %v", err)
 	}
 	saved, _, err := s.SavePin(ctx, p1, mustBoard(t, s, ann), ann)
-	if err != nil || model.SecretOf(saved.Doc) {
+	if err != nil || secretOf(t, saved) {
 		t.Fatalf("ann saves her secret pin to a public board: %v %s", err, saved.Doc)
 	}
 	// Others can neither like nor comment on it.
@@ -72,13 +72,27 @@ func TestBoardSecretFlipsItsPins(t *testing.T) {
 	}
 	setSecret(false)
 	for _, p := range []uint64{p1, p2} {
-		if o := mustGet(t, s, p); model.SecretOf(o.Doc) || o.Version != 3 {
+		if o := mustGet(t, s, p); secretOf(t, o) || o.Version != 3 {
 			t.Fatalf("pin %d made public: version %d, %s", p, o.Version, o.Doc)
 		}
 	}
 	if err := s.AddMapping(ctx, model.UserLikes, bob, p1); err != nil {
 		t.Fatalf("bob likes the pin made public: %v", err)
 	}
+}
+
+// secretOf reports whether o is secret, after checking that the flags
+// its row carries agree with its document.
+func secretOf(t *testing.T, o model.Object) bool {
+	t.Helper()
+	d, err := model.DecodeDoc(o.Type, o.Doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := model.FlagsOf(d); f != o.Flags {
+		t.Fatalf("object %d carries flags %b, its document %b: %s", o.ID, o.Flags, f, o.Doc)
+	}
+	return o.Flags.Secret()
 }
 
 func mustGet(t *testing.T, s *Store, pin uint64) model.Object {

@@ -66,6 +66,7 @@ func (s *Store) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object
 	if err != nil {
 		return model.Object{}, err
 	}
+	live := model.FlagsOf(&doc)
 	doc.Active = false
 	pending, err := s.marshalDoc(op, &doc)
 	if err != nil {
@@ -84,7 +85,7 @@ func (s *Store) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object
 		}
 		err := s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 			at := shardsql.Now()
-			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeUser, pending, at); err != nil {
+			if obj, err = shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeUser, pending, model.FlagsOf(&doc), at); err != nil {
 				return err
 			}
 			if err := shardsql.InsertUserClaim(ctx, tx, sh.DB, obj.ID, key, at); err != nil {
@@ -109,7 +110,7 @@ func (s *Store) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object
 			}
 			return err // the sweep finishes or drops the user
 		}
-		obj.Doc = b
+		obj.Doc, obj.Flags = b, live
 		return s.endPending(ctx, op, obj.ID, func(tx *shardsql.Tx, sh topology.Shard, local uint64) error {
 			if err := shardsql.SetDoc(ctx, tx, sh.DB, idcodec.TypeUser, local, b); err != nil {
 				return err
@@ -203,12 +204,15 @@ func (s *Store) holds(ctx context.Context, op string, user uint64, key string) (
 	if pending != "" {
 		return pending == key, nil
 	}
-	if doc == nil || !model.ActiveOf(doc) {
+	if doc == nil {
 		return false, nil
 	}
 	d, err := model.DecodeDoc(idcodec.TypeUser, doc)
 	if err != nil {
 		return false, model.Wrap(op, model.EInternal, "", err)
+	}
+	if !d.IsActive() {
+		return false, nil
 	}
 	return usernameKey(d.(*model.UserDoc).Username) == key, nil
 }
@@ -416,7 +420,7 @@ func (s *Store) RepairUsernames(ctx context.Context, dryRun bool) (UsernameRepor
 
 // repairUsername checks one user row's claim on its name.
 func (s *Store) repairUsername(ctx context.Context, op string, sh topology.Shard, u shardsql.Row, dryRun bool, rep *UsernameReport, collided map[string]int) error {
-	if !model.ActiveOf(u.Doc) {
+	if !u.Flags.Active() {
 		return nil
 	}
 	d, err := model.DecodeDoc(idcodec.TypeUser, u.Doc)

@@ -135,7 +135,7 @@ func pendingUser(t *testing.T, s *Store, name string, at time.Time) uint64 {
 	sh := s.router.Current().RandomOpen()
 	var id uint64
 	err := s.inTx(ctx, "test", sh, func(tx *shardsql.Tx) error {
-		o, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeUser, []byte(`{"username":"`+name+`","active":false}`), at)
+		o, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeUser, []byte(`{"username":"`+name+`","active":false}`), 0, at)
 		if err != nil {
 			return err
 		}
@@ -238,7 +238,7 @@ func TestRepairBuildsTheIndexOfOlderUsers(t *testing.T) {
 	var ids []uint64
 	for i, name := range []string{"old1", "Old2", "old2", "OLD2", "old3"} {
 		sh, _ := top.Shard(i % top.Len())
-		o, err := shardsql.InsertObject(ctx, sh.Host.DB, sh.DB, idcodec.TypeUser, []byte(`{"username":"`+name+`","active":true}`), shardsql.Now())
+		o, err := shardsql.InsertObject(ctx, sh.Host.DB, sh.DB, idcodec.TypeUser, []byte(`{"username":"`+name+`","active":true}`), model.FlagActive, shardsql.Now())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -297,17 +297,20 @@ func (c *Cache) Invalidate(ctx context.Context, ids ...uint64) error {
 	return nil
 }
 
-// An entry: 'V', version, created and updated (Unix microseconds), the
-// counts (a byte saying how many, 8 bytes each), then the document.
-const entryHead = 1 + 8 + 8 + 8 + 1
+// An entry: 'F', the flags (model.Flags), version, created and updated
+// (Unix microseconds), the counts (a byte saying how many, 8 bytes each),
+// then the document. An entry of an earlier layout ('V', without flags)
+// reads as a miss that no reader fills until it expires.
+const entryHead = 1 + 1 + 8 + 8 + 8 + 1
 
 func encode(o model.Object) []byte {
 	b := make([]byte, entryHead, entryHead+8*len(o.Counts)+len(o.Doc))
-	b[0] = 'V'
-	binary.BigEndian.PutUint64(b[1:], uint64(o.Version))
-	binary.BigEndian.PutUint64(b[9:], uint64(o.CreatedAt.UnixMicro()))
-	binary.BigEndian.PutUint64(b[17:], uint64(o.UpdatedAt.UnixMicro()))
-	b[25] = byte(len(o.Counts))
+	b[0] = 'F'
+	b[1] = byte(o.Flags)
+	binary.BigEndian.PutUint64(b[2:], uint64(o.Version))
+	binary.BigEndian.PutUint64(b[10:], uint64(o.CreatedAt.UnixMicro()))
+	binary.BigEndian.PutUint64(b[18:], uint64(o.UpdatedAt.UnixMicro()))
+	b[26] = byte(len(o.Counts))
 	for _, n := range o.Counts {
 		b = binary.BigEndian.AppendUint64(b, uint64(n))
 	}
@@ -319,19 +322,20 @@ func encode(o model.Object) []byte {
 // its type carries (model.CountKeys; written by a version that counted
 // less).
 func decode(id uint64, b []byte) (model.Object, bool) {
-	if len(b) < entryHead || b[0] != 'V' {
+	if len(b) < entryHead || b[0] != 'F' {
 		return model.Object{}, false
 	}
-	n := int(b[25])
+	n := int(b[26])
 	if len(b) < entryHead+8*n || n != 0 && n != len(model.CountKeys(idcodec.TypeOf(id))) {
 		return model.Object{}, false
 	}
 	o := model.Object{
 		ID:        id,
 		Type:      idcodec.TypeOf(id),
-		Version:   int64(binary.BigEndian.Uint64(b[1:])),
-		CreatedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(b[9:]))).UTC(),
-		UpdatedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(b[17:]))).UTC(),
+		Flags:     model.Flags(b[1]),
+		Version:   int64(binary.BigEndian.Uint64(b[2:])),
+		CreatedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(b[10:]))).UTC(),
+		UpdatedAt: time.UnixMicro(int64(binary.BigEndian.Uint64(b[18:]))).UTC(),
 	}
 	if n > 0 {
 		o.Counts = make([]int64, n)

@@ -137,20 +137,23 @@ func fillPins(tb testing.TB, c *Cache, first uint64, n int) []uint64 {
 func pin(local uint64, version int64, likes int64) model.Object {
 	at := time.Date(2026, 11, 23, 8, 0, 0, 123456000, time.UTC)
 	return model.Object{ID: idcodec.MustEncode(7, idcodec.TypePin, local), Type: idcodec.TypePin, Version: version,
-		CreatedAt: at, UpdatedAt: at.Add(time.Duration(version) * time.Second), Doc: []byte(`{"board_id":"1","owner_id":"2","active":true}`), Counts: []int64{likes, 1, 0}}
+		CreatedAt: at, UpdatedAt: at.Add(time.Duration(version) * time.Second), Doc: []byte(`{"board_id":"1","owner_id":"2","secret":true,"active":true}`), Counts: []int64{likes, 1, 0}, Flags: model.FlagActive | model.FlagSecret}
 }
 
 func TestEncodeRoundTrip(t *testing.T) {
 	for _, o := range []model.Object{pin(1, 3, 9), {ID: idcodec.MustEncode(1, idcodec.TypeComment, 5), Type: idcodec.TypeComment, Version: 1, Doc: []byte(`{}`)}} {
 		got, ok := decode(o.ID, encode(o))
 		if !ok || got.Version != o.Version || !got.CreatedAt.Equal(o.CreatedAt) || !got.UpdatedAt.Equal(o.UpdatedAt) ||
-			string(got.Doc) != string(o.Doc) || !slices.Equal(got.Counts, o.Counts) || got.Type != o.Type {
+			string(got.Doc) != string(o.Doc) || !slices.Equal(got.Counts, o.Counts) || got.Type != o.Type || got.Flags != o.Flags {
 			t.Fatalf("round trip of %+v: %+v, %v", o, got, ok)
 		}
 	}
 	short := pin(1, 3, 9)
 	short.Counts = short.Counts[:2] // cached by a version whose pins carried fewer counts
-	for _, bad := range [][]byte{nil, []byte("Labc"), []byte("V12"), encode(short)} {
+	// An entry of the layout before flags: 'V', version, times, no counts, the document.
+	old := append([]byte{'V'}, make([]byte, 25)...)
+	old = append(old, `{"active":true}`...)
+	for _, bad := range [][]byte{nil, []byte("Labc"), []byte("V12"), encode(short), old} {
 		if _, ok := decode(1, bad); ok {
 			t.Fatalf("%q decoded", bad)
 		}

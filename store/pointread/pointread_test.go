@@ -15,6 +15,7 @@ import (
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/migrations"
+	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardsql"
 )
 
@@ -55,7 +56,7 @@ func shards(t *testing.T, ns ...int) (*sqlx.DB, []shardsql.DB) {
 
 func insertUser(t *testing.T, db *sqlx.DB, d shardsql.DB, name string) uint64 {
 	t.Helper()
-	o, err := shardsql.InsertObject(ctx, db, d, idcodec.TypeUser, []byte(`{"username":"`+name+`","active":true}`), shardsql.Now())
+	o, err := shardsql.InsertObject(ctx, db, d, idcodec.TypeUser, []byte(`{"username":"`+name+`","active":true}`), model.FlagActive, shardsql.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,6 +74,9 @@ func listTables(ctx context.Context, db *sqlx.DB, name string) ([]tableInfo, err
 		if !identRE.MatchString(c.Column) {
 			return nil, fmt.Errorf("unexpected column name %q.%q", c.Table, c.Column)
 		}
+		if strings.Contains(strings.ToLower(c.Extra), "generated") {
+			continue // derived from the others (an object's flags): the target computes it
+		}
 		kind := notInt
 		switch strings.ToLower(c.DataType) {
 		case "tinyint", "smallint", "mediumint", "int", "bigint":

@@ -14,17 +14,17 @@ import (
 )
 
 // AddEdge inserts from→to into m's table and, when the row is new, raises
-// the list's count in the same transaction. Re-adding is a no-op (false).
-func AddEdge(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mapping, from, to uint64, seq int64) (bool, error) {
-	res, err := x.ExecContext(ctx, "INSERT IGNORE INTO "+db.table(m.Table())+" (from_id, to_id, sequence) VALUES (?, ?, ?)", from, to, seq)
+// the list's count in the same transaction (t records from as changed).
+// Re-adding is a no-op (false).
+func AddEdge(ctx context.Context, t *Tx, db DB, m model.Mapping, from, to uint64, seq int64) (bool, error) {
+	res, err := t.ExecContext(ctx, "INSERT IGNORE INTO "+db.table(m.Table())+" (from_id, to_id, sequence) VALUES (?, ?, ?)", from, to, seq)
 	if err != nil {
 		return false, err
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return false, err
 	}
-	touch(x, from)
-	_, err = x.ExecContext(ctx, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) VALUES (?, ?, 1) ON DUPLICATE KEY UPDATE n = n + 1", from, uint8(m))
+	_, err = t.change(ctx, []uint64{from}, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) VALUES (?, ?, 1) ON DUPLICATE KEY UPDATE n = n + 1", from, uint8(m))
 	return err == nil, err
 }
 
@@ -35,70 +35,45 @@ type ListRef struct {
 }
 
 // AddEdges adds to (at seq) to each list like AddEdge: a new pin joins
-// two lists in its create transaction. On a *Tx its statements are queued
-// (later.go) and every list's owner is touched; elsewhere it runs them at
-// once, with one statement for the counts of the lists it joined.
-func AddEdges(ctx context.Context, x sqlx.ExecerContext, db DB, to uint64, seq int64, lists ...ListRef) error {
-	if _, ok := x.(*Tx); ok {
-		// Queued (later.go): each count rises when its insert added a row
-		// (ROW_COUNT of the statement before it), with no round trip to
-		// read it.
-		for _, l := range lists {
-			touch(x, l.From)
-			if err := later(ctx, x, "INSERT IGNORE INTO "+db.table(l.M.Table())+" (from_id, to_id, sequence) VALUES (?, ?, ?)", l.From, to, seq); err != nil {
-				return err
-			}
-			if err := later(ctx, x, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) SELECT ?, ?, 1 FROM DUAL WHERE ROW_COUNT() > 0 ON DUPLICATE KEY UPDATE n = n + 1", l.From, uint8(l.M)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	counts := make([]any, 0, 2*len(lists))
+// two lists in its create transaction. Its statements are queued
+// (later.go): each count rises when its insert added a row (ROW_COUNT of
+// the statement before it), with no round trip to read it; t records
+// every list's owner as changed.
+func AddEdges(ctx context.Context, t *Tx, db DB, to uint64, seq int64, lists ...ListRef) error {
 	for _, l := range lists {
-		res, err := x.ExecContext(ctx, "INSERT IGNORE INTO "+db.table(l.M.Table())+" (from_id, to_id, sequence) VALUES (?, ?, ?)", l.From, to, seq)
-		if err != nil {
+		if err := later(ctx, t, "INSERT IGNORE INTO "+db.table(l.M.Table())+" (from_id, to_id, sequence) VALUES (?, ?, ?)", l.From, to, seq); err != nil {
 			return err
 		}
-		if n, err := res.RowsAffected(); err != nil {
+		if err := t.changeLater(ctx, []uint64{l.From}, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) SELECT ?, ?, 1 FROM DUAL WHERE ROW_COUNT() > 0 ON DUPLICATE KEY UPDATE n = n + 1", l.From, uint8(l.M)); err != nil {
 			return err
-		} else if n > 0 {
-			counts = append(counts, l.From, uint8(l.M))
-			touch(x, l.From)
 		}
 	}
-	if len(counts) == 0 {
-		return nil
-	}
-	values := strings.Repeat(", (?, ?, 1)", len(counts)/2)[2:]
-	_, err := x.ExecContext(ctx, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) VALUES "+values+" ON DUPLICATE KEY UPDATE n = n + 1", counts...)
-	return err
+	return nil
 }
 
 // RemoveEdge deletes from→to from m's table and, when a row went, lowers
-// the count in the same transaction. Removing an absent row is a no-op.
-func RemoveEdge(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mapping, from, to uint64) (bool, error) {
-	res, err := x.ExecContext(ctx, "DELETE FROM "+db.table(m.Table())+" WHERE from_id = ? AND to_id = ?", from, to)
+// the count in the same transaction (t records from as changed). Removing
+// an absent row is a no-op.
+func RemoveEdge(ctx context.Context, t *Tx, db DB, m model.Mapping, from, to uint64) (bool, error) {
+	res, err := t.ExecContext(ctx, "DELETE FROM "+db.table(m.Table())+" WHERE from_id = ? AND to_id = ?", from, to)
 	if err != nil {
 		return false, err
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return false, err
 	}
-	touch(x, from)
-	_, err = x.ExecContext(ctx, "UPDATE "+db.table(countsTable)+" SET n = n - 1 WHERE from_id = ? AND mapping = ?", from, uint8(m))
+	_, err = t.change(ctx, []uint64{from}, "UPDATE "+db.table(countsTable)+" SET n = n - 1 WHERE from_id = ? AND mapping = ?", from, uint8(m))
 	return err == nil, err
 }
 
 // AddSecret changes by delta the number of secret entries of from's list
-// m (model.SecretKey), in the transaction that changes them, and marks
-// from's cached copy for invalidation.
-func AddSecret(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mapping, from uint64, delta int64) error {
+// m (model.SecretKey), in the transaction that changes them; t records
+// from as changed.
+func AddSecret(ctx context.Context, t *Tx, db DB, m model.Mapping, from uint64, delta int64) error {
 	if delta == 0 {
 		return nil
 	}
-	touch(x, from)
-	return later(ctx, x, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE n = n + VALUES(n)", from, model.SecretKey(m), delta)
+	return t.changeLater(ctx, []uint64{from}, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE n = n + VALUES(n)", from, model.SecretKey(m), delta)
 }
 
 // Count reads the length of from's list m (0 when it never had a row).
@@ -175,7 +150,7 @@ func pageSQL(db DB, table string, from uint64, p Page, objects idcodec.Type) (st
 	var b strings.Builder
 	b.WriteString("SELECT e.to_id, e.sequence")
 	if objects != 0 {
-		b.WriteString(", o.doc, o.version, o.created_at, o.updated_at")
+		b.WriteString(", o.doc, COALESCE(o.flags, 0), o.version, o.created_at, o.updated_at")
 		countColumns(&b, db, objects, "o.local_id", 0, len(model.CountKeys(objects)))
 	}
 	b.WriteString(" FROM ")
@@ -231,20 +206,21 @@ func ReadPageObjects(ctx context.Context, q sqlx.QueryerContext, db DB, m model.
 		var e Entry
 		var r Row
 		var doc []byte
+		var flags model.Flags
 		var version sql.NullInt64
 		var created, updated sql.NullTime
 		var unused int64
 		counts, fill := countDest(typ, pad, &unused)
-		if err := rows.Scan(append([]any{&e.To, &e.Sequence, &doc, &version, &created, &updated}, counts...)...); err != nil {
+		if err := rows.Scan(append([]any{&e.To, &e.Sequence, &doc, &flags, &version, &created, &updated}, counts...)...); err != nil {
 			return nil, nil, false, err
 		}
 		entries = append(entries, e)
 		if int(idcodec.ShardOf(e.To)) != db.N || idcodec.TypeOf(e.To) != typ {
 			foreign = true
 		}
-		if len(entries) <= want && doc != nil && model.ActiveOf(doc) {
+		if len(entries) <= want && doc != nil && flags.Active() {
 			fill(&r)
-			objs = append(objs, model.Object{ID: e.To, Type: typ, Version: version.Int64, CreatedAt: created.Time, UpdatedAt: updated.Time, Doc: doc, Counts: r.Counts})
+			objs = append(objs, model.Object{ID: e.To, Type: typ, Version: version.Int64, CreatedAt: created.Time, UpdatedAt: updated.Time, Doc: doc, Counts: r.Counts, Flags: flags})
 		}
 	}
 	return entries, objs, foreign, rows.Err()

@@ -17,6 +17,7 @@ import (
 type Row struct {
 	Local   uint64
 	Doc     []byte
+	Flags   model.Flags // the flags column: derived from Doc by the database
 	Version int64
 	Created time.Time
 	Updated time.Time
@@ -25,7 +26,7 @@ type Row struct {
 
 // Object is the row as the object of type typ on db.
 func (r Row) Object(db DB, typ idcodec.Type) model.Object {
-	return model.Object{ID: db.ID(typ, r.Local), Type: typ, Version: r.Version, CreatedAt: r.Created, UpdatedAt: r.Updated, Doc: r.Doc, Counts: r.Counts}
+	return model.Object{ID: db.ID(typ, r.Local), Type: typ, Version: r.Version, CreatedAt: r.Created, UpdatedAt: r.Updated, Doc: r.Doc, Counts: r.Counts, Flags: r.Flags}
 }
 
 // maxCounted bounds len(model.CountKeys(t)) for every type: a batched
@@ -80,10 +81,12 @@ func countDest(typ idcodec.Type, pad int, n *int64) ([]any, func(r *Row)) {
 }
 
 // InsertObject inserts doc as a new object of type typ (version 1) and
-// composes its ID from the shard and the AUTO_INCREMENT local id. A local
+// composes its ID from the shard and the AUTO_INCREMENT local id; flags
+// are the document's (model.FlagsOf), which the row's flags column
+// derives by itself and the returned object carries. A local
 // id past the 36 bits an ID can carry is EShardFull; the caller's
 // transaction then rolls the row back.
-func InsertObject(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.Type, doc []byte, at time.Time) (model.Object, error) {
+func InsertObject(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.Type, doc []byte, flags model.Flags, at time.Time) (model.Object, error) {
 	res, err := x.ExecContext(ctx, "INSERT INTO "+db.table(objectTables[typ])+" (doc, version, created_at, updated_at) VALUES (?, 1, ?, ?)", doc, at, at)
 	if err != nil {
 		return model.Object{}, err
@@ -100,15 +103,15 @@ func InsertObject(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.
 	if k := len(model.CountKeys(typ)); k > 0 {
 		counts = make([]int64, k)
 	}
-	return model.Object{ID: id, Type: typ, Version: 1, CreatedAt: at, UpdatedAt: at, Doc: doc, Counts: counts}, nil
+	return model.Object{ID: id, Type: typ, Version: 1, CreatedAt: at, UpdatedAt: at, Doc: doc, Counts: counts, Flags: flags}, nil
 }
 
 // ReadObject reads one object row, with the lock given (inside a
 // transaction). A missing row is sql.ErrNoRows.
 func ReadObject(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.Type, local uint64, lock Lock) (Row, error) {
 	r := Row{Local: local}
-	err := q.QueryRowxContext(ctx, "SELECT doc, version, created_at, updated_at FROM "+db.table(objectTables[typ])+" WHERE local_id = ?"+string(lock), local).
-		Scan(&r.Doc, &r.Version, &r.Created, &r.Updated)
+	err := q.QueryRowxContext(ctx, "SELECT doc, flags, version, created_at, updated_at FROM "+db.table(objectTables[typ])+" WHERE local_id = ?"+string(lock), local).
+		Scan(&r.Doc, &r.Flags, &r.Version, &r.Created, &r.Updated)
 	return r, err
 }
 
@@ -117,7 +120,7 @@ func ReadObject(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.T
 // one statement and the lock given. A missing row is sql.ErrNoRows.
 func ReadObjectCounted(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.Type, local uint64, extra model.Mapping, lock Lock) (r Row, n int64, err error) {
 	var b strings.Builder
-	b.WriteString("SELECT o.doc, o.version, o.created_at, o.updated_at")
+	b.WriteString("SELECT o.doc, o.flags, o.version, o.created_at, o.updated_at")
 	pad := len(model.CountKeys(typ))
 	countColumns(&b, db, typ, "o.local_id", extra, pad)
 	b.WriteString(" FROM ")
@@ -126,15 +129,15 @@ func ReadObjectCounted(ctx context.Context, q sqlx.QueryerContext, db DB, typ id
 	b.WriteString(string(lock))
 	r.Local = local
 	counts, fill := countDest(typ, pad, &n)
-	err = q.QueryRowxContext(ctx, b.String(), local).Scan(append([]any{&r.Doc, &r.Version, &r.Created, &r.Updated}, counts...)...)
+	err = q.QueryRowxContext(ctx, b.String(), local).Scan(append([]any{&r.Doc, &r.Flags, &r.Version, &r.Created, &r.Updated}, counts...)...)
 	fill(&r)
 	return r, n, err
 }
 
-// UpdateObject replaces an object's document and raises its version by one.
-func UpdateObject(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.Type, local uint64, doc []byte, at time.Time) error {
-	touch(x, db.ID(typ, local))
-	_, err := x.ExecContext(ctx, "UPDATE "+db.table(objectTables[typ])+" SET doc = ?, version = version + 1, updated_at = ? WHERE local_id = ?", doc, at, local)
+// UpdateObject replaces an object's document and raises its version by
+// one; t records the object as changed.
+func UpdateObject(ctx context.Context, t *Tx, db DB, typ idcodec.Type, local uint64, doc []byte, at time.Time) error {
+	_, err := t.change(ctx, []uint64{db.ID(typ, local)}, "UPDATE "+db.table(objectTables[typ])+" SET doc = ?, version = version + 1, updated_at = ? WHERE local_id = ?", doc, at, local)
 	return err
 }
 
@@ -162,7 +165,7 @@ func ReadObjects(ctx context.Context, q sqlx.QueryerContext, parts []ObjectSelec
 		}
 		b.WriteString("SELECT ")
 		b.WriteString(strconv.Itoa(i))
-		b.WriteString(", o.local_id, o.doc, o.version, o.created_at, o.updated_at")
+		b.WriteString(", o.local_id, o.doc, o.flags, o.version, o.created_at, o.updated_at")
 		countColumns(&b, p.DB, p.Type, "o.local_id", p.Count, maxCounted)
 		b.WriteString(" FROM ")
 		b.WriteString(p.DB.table(objectTables[p.Type]))
@@ -186,7 +189,7 @@ func ReadObjects(ctx context.Context, q sqlx.QueryerContext, parts []ObjectSelec
 		var r Row
 		var n int64
 		var vals [maxCounted]int64
-		dest := []any{&part, &r.Local, &r.Doc, &r.Version, &r.Created, &r.Updated}
+		dest := []any{&part, &r.Local, &r.Doc, &r.Flags, &r.Version, &r.Created, &r.Updated}
 		for i := range vals {
 			dest = append(dest, &vals[i])
 		}

@@ -73,7 +73,7 @@ func LockDocs(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.Typ
 // UpdateDocs replaces the documents of objects of type typ (by local id)
 // and raises each one's version, with one statement per 500: UpdateObject
 // for many.
-func UpdateDocs(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.Type, docs map[uint64][]byte, at time.Time) error {
+func UpdateDocs(ctx context.Context, t *Tx, db DB, typ idcodec.Type, docs map[uint64][]byte, at time.Time) error {
 	locals := make([]uint64, 0, len(docs))
 	for l := range docs {
 		locals = append(locals, l)
@@ -82,18 +82,19 @@ func UpdateDocs(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.Ty
 		part := locals[start:min(start+docBatch, len(locals))]
 		var b strings.Builder
 		args := make([]any, 0, 3*len(part)+1)
+		ids := make([]uint64, len(part))
 		b.WriteString("UPDATE " + db.table(objectTables[typ]) + " SET doc = CASE local_id")
-		for _, l := range part {
+		for i, l := range part {
 			b.WriteString(" WHEN ? THEN ?")
 			args = append(args, l, docs[l])
-			touch(x, db.ID(typ, l))
+			ids[i] = db.ID(typ, l)
 		}
 		b.WriteString(" END, version = version + 1, updated_at = ? WHERE local_id IN (?" + strings.Repeat(", ?", len(part)-1) + ")")
 		args = append(args, at)
 		for _, l := range part {
 			args = append(args, l)
 		}
-		if _, err := x.ExecContext(ctx, b.String(), args...); err != nil {
+		if _, err := t.change(ctx, ids, b.String(), args...); err != nil {
 			return err
 		}
 	}

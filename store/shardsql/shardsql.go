@@ -6,7 +6,8 @@
 //
 //   - object tables users, boards, pins, comments: local_id (the 36-bit
 //     local part of an ID, AUTO_INCREMENT), the JSON document, a version
-//     for optimistic concurrency, created and updated times;
+//     for optimistic concurrency, created and updated times, and flags
+//     (model.Flags), which the database derives from the document;
 //   - one table per mapping (model.Mapping.Table): from_id, to_id,
 //     sequence, primary key (from_id, to_id) so an add is idempotent, and
 //     an index (from_id, sequence, to_id) so an ordered page is a range

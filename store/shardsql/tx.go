@@ -2,6 +2,7 @@ package shardsql
 
 import (
 	"context"
+	"database/sql"
 	"strings"
 	"time"
 
@@ -11,9 +12,17 @@ import (
 // Tx is a transaction on one shard database that remembers the objects
 // its statements changed (an object's row, or the count of one of its
 // lists; both live on the object's shard), so that cached copies of them
-// can be dropped once it commits. The helpers of this package that change
-// an object or a count report it when they run on a *Tx. It also holds
-// the statements queued to go with its next one (later.go).
+// can be dropped once it commits (Touched).
+//
+// It does so by construction: every statement of this package that
+// changes an existing object's row or a count takes a *Tx (never a pool,
+// where nothing would remember it) and runs through Tx.change, which
+// records the objects it names with the statement itself; no helper
+// records them apart, so none can forget (TestObjectWritesGoThroughChange
+// checks the package for any other write to those tables). Statements on
+// other tables run on the embedded *sqlx.Tx as usual. It also holds the
+// statements queued to go with its next one (later.go); those that change
+// an object go through Tx.changeLater, which records them the same way.
 type Tx struct {
 	*sqlx.Tx
 	touched    []uint64
@@ -24,17 +33,34 @@ type Tx struct {
 // NewTx wraps tx.
 func NewTx(tx *sqlx.Tx) *Tx { return &Tx{Tx: tx} }
 
-// Touch records that the objects ids changed.
-func (t *Tx) Touch(ids ...uint64) {
+// Touched lists the objects the transaction changed, in first-change order.
+func (t *Tx) Touched() []uint64 { return t.touched }
+
+// change runs query, a statement that changes the objects ids (their rows
+// or their lists' counts), and records them as changed. It records them
+// before the statement runs: a statement that fails leaves the transaction
+// to roll back, and a spare invalidation costs a cache miss, never a stale
+// read.
+func (t *Tx) change(ctx context.Context, ids []uint64, query string, args ...any) (sql.Result, error) {
+	t.record(ids)
+	return t.ExecContext(ctx, query, args...)
+}
+
+// changeLater is change for a statement whose result nobody reads: it is
+// queued to go with the transaction's next statement (later.go).
+func (t *Tx) changeLater(ctx context.Context, ids []uint64, query string, args ...any) error {
+	t.record(ids)
+	return later(ctx, t, query, args...)
+}
+
+// record adds ids to the objects the transaction changed.
+func (t *Tx) record(ids []uint64) {
 	for _, id := range ids {
 		if !containsID(t.touched, id) {
 			t.touched = append(t.touched, id)
 		}
 	}
 }
-
-// Touched lists the objects the transaction changed, in first-change order.
-func (t *Tx) Touched() []uint64 { return t.touched }
 
 func containsID(ids []uint64, id uint64) bool {
 	for _, x := range ids {
@@ -43,13 +69,6 @@ func containsID(ids []uint64, id uint64) bool {
 		}
 	}
 	return false
-}
-
-// touch reports ids as changed when x is a *Tx.
-func touch(x any, ids ...uint64) {
-	if t, ok := x.(*Tx); ok {
-		t.Touch(ids...)
-	}
 }
 
 const cacheOutboxTable = "cache_outbox"

@@ -130,23 +130,21 @@ func UserState(ctx context.Context, q sqlx.QueryerContext, db DB, local uint64, 
 
 // SetDoc replaces an object's document without a new version: a user
 // made visible once its name is claimed is still at its first version.
-func SetDoc(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.Type, local uint64, doc []byte) error {
-	touch(x, db.ID(typ, local))
-	_, err := x.ExecContext(ctx, "UPDATE "+db.table(objectTables[typ])+" SET doc = ? WHERE local_id = ?", doc, local)
+func SetDoc(ctx context.Context, t *Tx, db DB, typ idcodec.Type, local uint64, doc []byte) error {
+	_, err := t.change(ctx, []uint64{db.ID(typ, local)}, "UPDATE "+db.table(objectTables[typ])+" SET doc = ? WHERE local_id = ?", doc, local)
 	return err
 }
 
 // DeleteObjectRow deletes an object's row outright: a user that lost the
 // race for its name was never visible to anyone.
-func DeleteObjectRow(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.Type, local uint64) error {
-	touch(x, db.ID(typ, local))
-	_, err := x.ExecContext(ctx, "DELETE FROM "+db.table(objectTables[typ])+" WHERE local_id = ?", local)
+func DeleteObjectRow(ctx context.Context, t *Tx, db DB, typ idcodec.Type, local uint64) error {
+	_, err := t.change(ctx, []uint64{db.ID(typ, local)}, "DELETE FROM "+db.table(objectTables[typ])+" WHERE local_id = ?", local)
 	return err
 }
 
 // ScanUsers reads up to n user rows after local, in local-id order.
 func ScanUsers(ctx context.Context, q sqlx.QueryerContext, db DB, after uint64, n int) ([]Row, error) {
-	rows, err := q.QueryContext(ctx, "SELECT local_id, doc, version, created_at, updated_at FROM "+db.table(objectTables[idcodec.TypeUser])+
+	rows, err := q.QueryContext(ctx, "SELECT local_id, doc, flags, version, created_at, updated_at FROM "+db.table(objectTables[idcodec.TypeUser])+
 		" WHERE local_id > ? ORDER BY local_id LIMIT ?", after, n)
 	if err != nil {
 		return nil, err
@@ -155,7 +153,7 @@ func ScanUsers(ctx context.Context, q sqlx.QueryerContext, db DB, after uint64, 
 	var out []Row
 	for rows.Next() {
 		var r Row
-		if err := rows.Scan(&r.Local, &r.Doc, &r.Version, &r.Created, &r.Updated); err != nil {
+		if err := rows.Scan(&r.Local, &r.Doc, &r.Flags, &r.Version, &r.Created, &r.Updated); err != nil {
 			return nil, err
 		}
 		out = append(out, r)
