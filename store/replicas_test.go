@@ -29,14 +29,15 @@ func replicated(t *testing.T, delay int) (master, replica *testenv.Host) {
 }
 
 // TestCacheNeverServesAnOlderVersionWithReplicas is the never-stale test
-// with replica reads on, through a replica one second behind its master
+// with replica reads on, through a replica three seconds behind its master
+// (long enough that a loaded machine's create and page read fit inside it)
 // and a lag bound that lets it serve: object reads still never return a
 // version older than one acknowledged before they began, because the
 // cache is filled from masters only. The replica does serve the reads
 // that fill nothing: a list page read through it misses a pin the master
 // has, so the set-up is not reading masters alone.
 func TestCacheNeverServesAnOlderVersionWithReplicas(t *testing.T) {
-	master, replica := replicated(t, 1)
+	master, replica := replicated(t, 3)
 	tune := func(c *Config) {
 		h := c.Map.Hosts["h0"].WithReplicas([]string{replica.DSN()})
 		h.ReplicaReads = true
@@ -52,7 +53,7 @@ func TestCacheNeverServesAnOlderVersionWithReplicas(t *testing.T) {
 	defer b.Close()
 	rctx := replicas.WithRequest(ctx, nil, false)
 
-	// The replica serves: a list page read while it is a second behind
+	// The replica serves: a list page read while it is seconds behind
 	// misses a pin the master has.
 	u := mustUser(t, a, "replicated")
 	bd := mustBoard(t, a, u)
@@ -74,7 +75,7 @@ func TestCacheNeverServesAnOlderVersionWithReplicas(t *testing.T) {
 	before := testutil.ToFloat64(replicaReads(a))
 	l, err := a.List(rctx, model.BoardPins, bd, model.Page{})
 	if err != nil || len(l.Entries) != 0 {
-		t.Fatalf("a page read from the replica a second behind: %v, %d entries; want the replica's (no pins)", err, len(l.Entries))
+		t.Fatalf("a page read from the replica seconds behind: %v, %d entries; want the replica's (no pins)", err, len(l.Entries))
 	}
 	if testutil.ToFloat64(replicaReads(a)) == before {
 		t.Fatal("the page was not read from the replica")
