@@ -367,17 +367,6 @@ func (mv *mover) forward(ctx context.Context, m *shardmap.Map, pos string) error
 	return mv.finishStep(ctx)
 }
 
-// catchUpSmall is the backlog (change log entries applied by one catch-up
-// pass) below which the next pass runs with writes held. maxPasses bounds
-// the passes while writes flow: a backlog that is still large after them,
-// or that grew three passes in a row (writes arrive about as fast as they
-// are applied), stops the move before its hold, which would then last too
-// long.
-const (
-	catchUpSmall = 1000
-	maxPasses    = 20
-)
-
 // copyStep is the first pass, every shard copied while writes flow (once:
 // a move that is carried on after it needs only the logs), then the
 // catch-up passes.
@@ -407,51 +396,6 @@ func (mv *mover) copyStep(ctx context.Context, m *shardmap.Map) error {
 	err := mv.catchUp(ctx, m, false)
 	mv.rep.Copy += time.Since(begin)
 	return err
-}
-
-// catchUp applies the change logs of the side that takes writes to the
-// other, pass after pass while writes flow, until a pass has only a small
-// backlog left to apply (catchUpSmall), so that the pass while writes are
-// held has only the last moments' changes.
-func (mv *mover) catchUp(ctx context.Context, m *shardmap.Map, back bool) error {
-	var prev int64
-	growing := 0
-	for pass := 1; ; pass++ {
-		begin := time.Now()
-		n, err := mv.eachShard(ctx, m, "catch-up", back, mv.opt.Parallel, mv.catchUpShard)
-		mv.rep.Passes++
-		mv.rep.CatchUp += n
-		if err != nil {
-			return err
-		}
-		mv.logf("catch-up pass %d: %d changes applied in %v", pass, n, round(time.Since(begin)))
-		if err := mv.hook(fmt.Sprintf("catch-up %d", pass)); err != nil {
-			return err
-		}
-		if n <= catchUpSmall {
-			if mv.checked {
-				return nil
-			}
-			// The check takes a while: another pass applies what came
-			// meanwhile, so that the hold has only the last moments'.
-			if err := mv.check(ctx, m, back); err != nil {
-				return err
-			}
-			if err := mv.hook("checked"); err != nil {
-				return err
-			}
-			continue
-		}
-		if pass > 1 && n > prev {
-			growing++
-		} else {
-			growing = 0
-		}
-		prev = n
-		if pass >= maxPasses || growing >= 3 {
-			return model.Errorf(model.EUnavailable, "catch-up does not converge: pass %d still applied %d changes (writes arrive about as fast as the move applies them); writes were not held. Run the same command again when the load is lower, or add --abort", pass, n)
-		}
-	}
 }
 
 // check counts every table on both sides, shard by shard, just before the
