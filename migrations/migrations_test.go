@@ -41,18 +41,7 @@ func TestAll(t *testing.T) {
 }
 
 func TestApply(t *testing.T) {
-	dsn := testenv.MySQLDSN(t)
-	prefix := testenv.UniquePrefix(t, "mg")
-	t.Cleanup(func() { testenv.DropDatabases(t, dsn, prefix) })
-	db, err := sqlx.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ms, err := All()
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, prefix, ms := openTest(t, "mg")
 	ctx := context.Background()
 	name := prefix + "00000"
 	// A database created by a run that stopped after the first migration.
@@ -101,18 +90,7 @@ func TestApply(t *testing.T) {
 // it computes every existing row's flags from its document, by field name
 // in any order, and every later write of a document keeps them.
 func TestObjectFlagsBackfill(t *testing.T) {
-	dsn := testenv.MySQLDSN(t)
-	prefix := testenv.UniquePrefix(t, "mf")
-	t.Cleanup(func() { testenv.DropDatabases(t, dsn, prefix) })
-	db, err := sqlx.Open("mysql", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ms, err := All()
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, prefix, ms := openTest(t, "mf")
 	i := slices.IndexFunc(ms, func(m Migration) bool { return m.Name == "object_flags" })
 	if i < 0 {
 		t.Fatal("no object_flags migration")
@@ -172,4 +150,24 @@ func TestObjectFlagsBackfill(t *testing.T) {
 		}
 	}
 	check("after updates")
+}
+
+// openTest opens the test server's MariaDB for a test whose databases
+// start with a prefix of its own (dropped after it), and reads the
+// migrations.
+func openTest(t *testing.T, tag string) (*sqlx.DB, string, []Migration) {
+	t.Helper()
+	dsn := testenv.MySQLDSN(t)
+	prefix := testenv.UniquePrefix(t, tag)
+	t.Cleanup(func() { testenv.DropDatabases(t, dsn, prefix) })
+	db, err := sqlx.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	ms, err := All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, prefix, ms
 }
