@@ -14,9 +14,8 @@ import (
 // client-side interpolation (one round trip per statement), several
 // statements in one text (a transaction sends the statements whose
 // results it does not read with its next one: shardsql's later), UTC
-// times and
-// session time zone, and a 2 s dial timeout unless the DSN sets one, so a
-// dead host fails fast. It connects lazily: a host that is down fails the
+// times and session time zone, and a 2 s dial timeout unless the DSN sets
+// one, so a dead host fails fast. It connects lazily: a host that is down fails the
 // statements sent to it, not Dial. Errors never echo the DSN.
 func Dial(dsn string, size int) (*sqlx.DB, error) {
 	c, err := mysql.ParseDSN(dsn)
