@@ -32,20 +32,22 @@ func (d *BoardDoc) SetActive(a bool)   { d.Active = a }
 func (d *PinDoc) SetActive(a bool)     { d.Active = a }
 func (d *CommentDoc) SetActive(a bool) { d.Active = a }
 
+// newDocs makes, per type, an empty document of it: a type's row here is
+// all NewDoc, DecodeDoc and PatchDoc need of it.
+var newDocs = [...]func() Doc{
+	idcodec.TypeUser:    func() Doc { return new(UserDoc) },
+	idcodec.TypeBoard:   func() Doc { return new(BoardDoc) },
+	idcodec.TypePin:     func() Doc { return new(PinDoc) },
+	idcodec.TypeComment: func() Doc { return new(CommentDoc) },
+}
+
 // NewDoc returns an empty document of the given type, or nil for an
 // unknown type.
 func NewDoc(typ idcodec.Type) Doc {
-	switch typ {
-	case idcodec.TypeUser:
-		return new(UserDoc)
-	case idcodec.TypeBoard:
-		return new(BoardDoc)
-	case idcodec.TypePin:
-		return new(PinDoc)
-	case idcodec.TypeComment:
-		return new(CommentDoc)
+	if int(typ) >= len(newDocs) || newDocs[typ] == nil {
+		return nil
 	}
-	return nil
+	return newDocs[typ]()
 }
 
 // DecodeDoc parses a stored document of type typ. Unknown fields are an

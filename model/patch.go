@@ -148,30 +148,14 @@ func PatchDoc(t idcodec.Type, doc, patch []byte, l Limits) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	var v interface {
-		Validate(Limits) error
-	}
-	var active *bool
-	switch t {
-	case idcodec.TypeUser:
-		d := new(UserDoc)
-		v, active = d, &d.Active
-	case idcodec.TypeBoard:
-		d := new(BoardDoc)
-		v, active = d, &d.Active
-	case idcodec.TypePin:
-		d := new(PinDoc)
-		v, active = d, &d.Active
-	case idcodec.TypeComment:
-		d := new(CommentDoc)
-		v, active = d, &d.Active
-	default:
+	v := NewDoc(t)
+	if v == nil {
 		return nil, Errorf(EInvalid, "objects of type %s cannot be patched", t)
 	}
 	if err := strictDecode(merged, v); err != nil {
 		return nil, err
 	}
-	if !*active {
+	if !v.IsActive() {
 		return nil, Errorf(ENotFound, "%s not found", t)
 	}
 	if err := v.Validate(l); err != nil {
