@@ -24,26 +24,30 @@ func hidden(typ idcodec.Type) error {
 	return errorf(model.ENotFound, "%s not found", typ)
 }
 
-// ownerOf is the owner of a board or pin (0 for any other object).
+// secretTypes lists the types whose objects can be secret, each with
+// the index among its document's Refs of the user who owns it (and may
+// see it while it is secret).
+var secretTypes = map[idcodec.Type]int{typeBoard: 0, typePin: 1}
+
+// ownerOf is the owner of an object that can be secret (0 for any other
+// object).
 func ownerOf(o model.Object) uint64 {
+	i, ok := secretTypes[o.Type]
+	if !ok {
+		return 0
+	}
 	d, err := model.DecodeDoc(o.Type, o.Doc)
 	if err != nil {
 		return 0
 	}
-	switch d := d.(type) {
-	case *model.BoardDoc:
-		return uint64(d.OwnerID)
-	case *model.PinDoc:
-		return uint64(d.OwnerID)
-	}
-	return 0
+	return uint64(d.Refs()[i])
 }
 
 // visibleTo reports whether viewer may see o: viewer 0 (a service token,
 // or auth off) sees everything; a user sees every object but the secret
-// boards and pins of others.
+// ones (secretTypes) of others.
 func visibleTo(o model.Object, viewer uint64) bool {
-	if viewer == 0 || o.Type != typeBoard && o.Type != typePin || !o.Flags.Secret() {
+	if _, ok := secretTypes[o.Type]; viewer == 0 || !ok || !o.Flags.Secret() {
 		return true
 	}
 	return ownerOf(o) == viewer

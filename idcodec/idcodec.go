@@ -27,6 +27,7 @@ const (
 	TypeBoard   Type = 2
 	TypeUser    Type = 3
 	TypeComment Type = 4
+	TypeSection Type = 5 // a named section of a board
 )
 
 // Field widths and limits.
@@ -45,9 +46,10 @@ const (
 	reserved   = uint64(3) << 62
 )
 
-var typeNames = [...]string{TypePin: "pin", TypeBoard: "board", TypeUser: "user", TypeComment: "comment"}
+var typeNames = [...]string{TypePin: "pin", TypeBoard: "board", TypeUser: "user", TypeComment: "comment", TypeSection: "section"}
 
-// String returns the type's name ("pin", "board", "user", "comment"), or
+// String returns the type's name ("pin", "board", "user", "comment",
+// "section"), or
 // "type(N)" for a value that is not a known type.
 func (t Type) String() string {
 	if t.Known() {
@@ -56,12 +58,13 @@ func (t Type) String() string {
 	return "type(" + strconv.Itoa(int(t)) + ")"
 }
 
-// Known reports whether t is one of the four object types.
-func (t Type) Known() bool { return t >= TypePin && t <= TypeComment }
+// Known reports whether t is one of the object types.
+func (t Type) Known() bool { return t >= TypePin && t <= TypeSection }
 
-// ParseType returns the type named by s ("pin", "board", "user", "comment").
+// ParseType returns the type named by s ("pin", "board", "user",
+// "comment", "section").
 func ParseType(s string) (Type, bool) {
-	for t := TypePin; t <= TypeComment; t++ {
+	for t := TypePin; t <= TypeSection; t++ {
 		if typeNames[t] == s {
 			return t, true
 		}

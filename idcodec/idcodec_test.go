@@ -101,7 +101,7 @@ func TestParse(t *testing.T) {
 }
 
 func TestParseType(t *testing.T) {
-	for _, name := range []string{"pin", "board", "user", "comment"} {
+	for _, name := range []string{"pin", "board", "user", "comment", "section"} {
 		typ, ok := ParseType(name)
 		if !ok || typ.String() != name {
 			t.Fatalf("ParseType(%q) = %v, %v", name, typ, ok)
