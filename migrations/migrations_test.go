@@ -33,7 +33,7 @@ func TestAll(t *testing.T) {
 	}
 	for _, want := range []string{"users", "boards", "pins", "comments", "user_boards", "board_pins", "user_pins",
 		"user_following", "user_followers", "user_likes", "pin_likers", "pin_comments", "mapping_counts", "user_feed", "feed_outbox", "pair_outbox", "usernames", "user_claims", "hand_ordered", "cache_outbox",
-		"idempotency_claims", "idempotency_outcomes"} {
+		"idempotency_claims", "idempotency_outcomes", "sections", "board_sections", "section_pins"} {
 		if !tables[want] {
 			t.Errorf("no CREATE TABLE for %s", want)
 		}

@@ -21,16 +21,19 @@ func (d *UserDoc) Refs() [2]ID    { return [2]ID{} }
 func (d *BoardDoc) Refs() [2]ID   { return [2]ID{d.OwnerID} }
 func (d *PinDoc) Refs() [2]ID     { return [2]ID{d.BoardID, d.OwnerID} }
 func (d *CommentDoc) Refs() [2]ID { return [2]ID{d.PinID, d.AuthorID} }
+func (d *SectionDoc) Refs() [2]ID { return [2]ID{d.BoardID, d.OwnerID} }
 
 func (d *UserDoc) IsActive() bool    { return d.Active }
 func (d *BoardDoc) IsActive() bool   { return d.Active }
 func (d *PinDoc) IsActive() bool     { return d.Active }
 func (d *CommentDoc) IsActive() bool { return d.Active }
+func (d *SectionDoc) IsActive() bool { return d.Active }
 
 func (d *UserDoc) SetActive(a bool)    { d.Active = a }
 func (d *BoardDoc) SetActive(a bool)   { d.Active = a }
 func (d *PinDoc) SetActive(a bool)     { d.Active = a }
 func (d *CommentDoc) SetActive(a bool) { d.Active = a }
+func (d *SectionDoc) SetActive(a bool) { d.Active = a }
 
 // newDocs makes, per type, an empty document of it: a type's row here is
 // all NewDoc, DecodeDoc and PatchDoc need of it.
@@ -39,6 +42,7 @@ var newDocs = [...]func() Doc{
 	idcodec.TypeBoard:   func() Doc { return new(BoardDoc) },
 	idcodec.TypePin:     func() Doc { return new(PinDoc) },
 	idcodec.TypeComment: func() Doc { return new(CommentDoc) },
+	idcodec.TypeSection: func() Doc { return new(SectionDoc) },
 }
 
 // NewDoc returns an empty document of the given type, or nil for an
@@ -83,7 +87,7 @@ type Flags uint8
 // The bits of Flags, as the flags column stores them.
 const (
 	FlagActive Flags = 1 << iota // the object is live (not deleted)
-	FlagSecret                   // a secret board, or a pin on one
+	FlagSecret                   // a secret board, or a pin or section of one
 )
 
 // Active reports whether the object is live.
@@ -92,11 +96,21 @@ func (f Flags) Active() bool { return f&FlagActive != 0 }
 // Secret reports whether the object is secret.
 func (f Flags) Secret() bool { return f&FlagSecret != 0 }
 
-// secretDoc is a document that can be secret (a board, a pin).
-type secretDoc interface{ IsSecret() bool }
+// SecretDoc is a document that can be secret (a board, and what hangs
+// off it and copies its flag: a pin, a section).
+type SecretDoc interface {
+	Doc
+	IsSecret() bool
+	SetSecret(bool)
+}
 
-func (d *BoardDoc) IsSecret() bool { return d.Secret }
-func (d *PinDoc) IsSecret() bool   { return d.Secret }
+func (d *BoardDoc) IsSecret() bool   { return d.Secret }
+func (d *PinDoc) IsSecret() bool     { return d.Secret }
+func (d *SectionDoc) IsSecret() bool { return d.Secret }
+
+func (d *BoardDoc) SetSecret(s bool)   { d.Secret = s }
+func (d *PinDoc) SetSecret(s bool)     { d.Secret = s }
+func (d *SectionDoc) SetSecret(s bool) { d.Secret = s }
 
 // FlagsOf is the flags of a document: the ones the database derives when
 // it stores d's encoding.
@@ -105,7 +119,7 @@ func FlagsOf(d Doc) Flags {
 	if d.IsActive() {
 		f |= FlagActive
 	}
-	if s, ok := d.(secretDoc); ok && s.IsSecret() {
+	if s, ok := d.(SecretDoc); ok && s.IsSecret() {
 		f |= FlagSecret
 	}
 	return f

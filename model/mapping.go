@@ -24,6 +24,8 @@ const (
 	PinComments
 	PinSavedFrom
 	PinSaves
+	BoardSections // a board's sections, in the order its owner sets
+	SectionPins   // the pins of a section (each pin in at most one section of its board)
 )
 
 type mappingInfo struct {
@@ -45,17 +47,21 @@ var mappings = [...]mappingInfo{
 	PinComments:   {"pin_comments", idcodec.TypePin, idcodec.TypeComment, 0, true, "comments"},
 	PinSavedFrom:  {"pin_saved_from", idcodec.TypePin, idcodec.TypePin, PinSaves, true, "saved_from"},
 	PinSaves:      {"pin_saves", idcodec.TypePin, idcodec.TypePin, PinSavedFrom, false, "saves"},
+	BoardSections: {"board_sections", idcodec.TypeBoard, idcodec.TypeSection, 0, true, "sections"},
+	SectionPins:   {"section_pins", idcodec.TypeSection, idcodec.TypePin, 0, true, "pins"},
 }
 
 // counted lists, per type, the lists whose lengths an object carries.
 var counted = [...][]Mapping{
-	idcodec.TypeUser:  {UserFollowers, UserFollowing, UserBoards, UserPins},
-	idcodec.TypeBoard: {BoardPins},
-	idcodec.TypePin:   {PinLikers, PinComments, PinSaves},
+	idcodec.TypeUser:    {UserFollowers, UserFollowing, UserBoards, UserPins},
+	idcodec.TypeBoard:   {BoardPins, BoardSections},
+	idcodec.TypePin:     {PinLikers, PinComments, PinSaves},
+	idcodec.TypeSection: {SectionPins},
 }
 
 // Counted lists the lists whose lengths an object of typ carries (a pin
-// its likes, comments and saves, a board its pins, a user their followers,
+// its likes, comments and saves, a board its pins and sections, a section
+// its pins, a user their followers,
 // following, boards and pins), in the order of Object.Counts. Every one
 // lives on the object's own shard, so they are read with the object.
 func Counted(typ idcodec.Type) []Mapping {
@@ -110,11 +116,15 @@ func (m Mapping) CountName() string { return mappings[m].count }
 
 // Mappings lists every mapping, in table order.
 func Mappings() []Mapping {
-	return []Mapping{UserBoards, BoardPins, UserPins, UserFollowing, UserFollowers, UserLikes, PinLikers, PinComments, PinSavedFrom, PinSaves}
+	out := make([]Mapping, 0, len(mappings)-1)
+	for m := UserBoards; int(m) < len(mappings); m++ {
+		out = append(out, m)
+	}
+	return out
 }
 
 // Valid reports whether m is a known mapping.
-func (m Mapping) Valid() bool { return m >= UserBoards && m <= PinSaves }
+func (m Mapping) Valid() bool { return m >= UserBoards && int(m) < len(mappings) }
 
 // Table is the mapping's table name in every shard.
 func (m Mapping) Table() string { return mappings[m].table }
@@ -135,8 +145,8 @@ func (m Mapping) To() idcodec.Type   { return mappings[m].to }
 func (m Mapping) Inverse() (Mapping, bool) { return mappings[m].inverse, mappings[m].inverse != 0 }
 
 // Colocated reports whether m lists objects created under its from object,
-// on that object's shard (a user's boards and pins, a board's pins, a pin's
-// comments): the mappings kept by creating and deleting objects, which have
+// on that object's shard (a user's boards and pins, a board's pins and
+// sections, a section's pins, a pin's comments): the mappings kept by creating and deleting objects, which have
 // no inverse.
 func (m Mapping) Colocated() bool { return m.Valid() && mappings[m].inverse == 0 }
 

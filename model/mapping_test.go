@@ -5,7 +5,7 @@ import "testing"
 // Colocated lists are exactly those kept by creating and deleting objects
 // under their owner; the store reads their pages with a join on that basis.
 func TestColocated(t *testing.T) {
-	want := map[Mapping]bool{UserBoards: true, BoardPins: true, UserPins: true, PinComments: true}
+	want := map[Mapping]bool{UserBoards: true, BoardPins: true, UserPins: true, PinComments: true, BoardSections: true, SectionPins: true}
 	for _, m := range Mappings() {
 		if m.Colocated() != want[m] {
 			t.Errorf("%s: Colocated() = %v", m, m.Colocated())

@@ -77,8 +77,19 @@ type (
 		ImageURL    string          `json:"image_url,omitempty"`
 		Data        json.RawMessage `json:"data,omitempty"`
 		SavedFrom   ID              `json:"saved_from,omitempty"` // the pin this one is a save of
+		SectionID   ID              `json:"section_id,omitempty"` // the section of its board it is in, if any
 		Secret      bool            `json:"secret,omitempty"`     // its board's flag, copied by every change of it
 		Active      bool            `json:"active"`
+	}
+	// SectionDoc is a named section of a board, on the board's shard; a
+	// pin of the board is in at most one of its sections.
+	SectionDoc struct {
+		BoardID ID              `json:"board_id"`
+		OwnerID ID              `json:"owner_id"` // the board's owner
+		Name    string          `json:"name"`
+		Data    json.RawMessage `json:"data,omitempty"`
+		Secret  bool            `json:"secret,omitempty"` // its board's flag, copied by every change of it
+		Active  bool            `json:"active"`
 	}
 	CommentDoc struct {
 		PinID    ID              `json:"pin_id"`
@@ -157,6 +168,27 @@ func (d *PinDoc) Validate(l Limits) error {
 		return err
 	}
 	if err := text("image_url", d.ImageURL, 0, MaxURL); err != nil {
+		return err
+	}
+	if d.SectionID != 0 {
+		if err := idOf("section_id", d.SectionID, idcodec.TypeSection); err != nil {
+			return err
+		}
+	}
+	return data(d.Data, l)
+}
+
+// Validate checks a section document.
+func (d *SectionDoc) Validate(l Limits) error {
+	if err := idOf("board_id", d.BoardID, idcodec.TypeBoard); err != nil {
+		return err
+	}
+	if d.OwnerID != 0 {
+		if err := idOf("owner_id", d.OwnerID, idcodec.TypeUser); err != nil {
+			return err
+		}
+	}
+	if err := text("name", d.Name, 1, MaxName); err != nil {
 		return err
 	}
 	return data(d.Data, l)

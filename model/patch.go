@@ -22,7 +22,7 @@ import (
 // can never move an object, change its owner, or touch "active".
 
 // readOnlyFields are refused in every patch, whatever the type.
-var readOnlyFields = []string{"id", "type", "version", "created_at", "updated_at", "owner_id", "board_id", "pin_id", "author_id", "saved_from", "secret"}
+var readOnlyFields = []string{"id", "type", "version", "created_at", "updated_at", "owner_id", "board_id", "pin_id", "author_id", "saved_from", "secret", "section_id"}
 
 // editableFields lists, per type, the fields a patch may set.
 var editableFields = map[idcodec.Type][]string{
@@ -30,6 +30,7 @@ var editableFields = map[idcodec.Type][]string{
 	idcodec.TypeBoard:   {"name", "description", "data", "secret"},
 	idcodec.TypePin:     {"link", "description", "image_url", "data"},
 	idcodec.TypeComment: {"text", "data"},
+	idcodec.TypeSection: {"name", "data"},
 }
 
 // EditableFields returns the fields a patch of an object of type t may set,

@@ -4,7 +4,7 @@
 // A shard database (dbNNNNN) holds the same tables as every other one
 // (package migrations creates them):
 //
-//   - object tables users, boards, pins, comments: local_id (the 36-bit
+//   - object tables users, boards, pins, comments, sections: local_id (the 36-bit
 //     local part of an ID, AUTO_INCREMENT), the JSON document, a version
 //     for optimistic concurrency, created and updated times, and flags
 //     (model.Flags), which the database derives from the document;
@@ -54,7 +54,7 @@ func (db DB) ID(typ idcodec.Type, local uint64) uint64 {
 	return idcodec.MustEncode(uint32(db.N), typ, local)
 }
 
-var objectTables = [...]string{idcodec.TypePin: "pins", idcodec.TypeBoard: "boards", idcodec.TypeUser: "users", idcodec.TypeComment: "comments"}
+var objectTables = [...]string{idcodec.TypePin: "pins", idcodec.TypeBoard: "boards", idcodec.TypeUser: "users", idcodec.TypeComment: "comments", idcodec.TypeSection: "sections"}
 
 // ObjectTable is the table holding objects of typ.
 func ObjectTable(typ idcodec.Type) string { return objectTables[typ] }
