@@ -14,8 +14,11 @@ import (
 // +1) and takes it out of every list:
 //   - a pin leaves its board's and owner's lists in the same shard
 //     transaction, then every liker's likes;
-//   - a board leaves its owner's list, and its pins are deleted with it in
-//     the same transaction;
+//   - a pin also leaves its section's list;
+//   - a board leaves its owner's list, and its pins and sections are
+//     deleted with it in the same transaction;
+//   - a section leaves its board's list; its pins stay on the board, in
+//     no section (sections.go);
 //   - a comment leaves its pin's list;
 //   - a user leaves every follow list, both ways, and their likes go; their
 //     boards (and pins) are deleted.
@@ -49,6 +52,9 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 			if settles, err = unsave(ctx, tx, sh, d, id); err == nil {
 				err = unlistPin(ctx, tx, sh, uint64(d.BoardID), owner, id, d.Secret)
 			}
+			if err == nil {
+				err = unsection(ctx, tx, sh, d, id)
+			}
 		case *model.BoardDoc:
 			var removed bool
 			if removed, err = shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserBoards, uint64(d.OwnerID), id); err != nil {
@@ -60,7 +66,11 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 				}
 			}
 			owner = uint64(d.OwnerID)
-			pins, settles, err = deleteBoardPins(ctx, tx, op, sh, id, owner, d.Secret)
+			if pins, settles, err = deleteBoardPins(ctx, tx, op, sh, id, owner, d.Secret); err == nil {
+				err = deleteBoardSections(ctx, tx, op, sh, id)
+			}
+		case *model.SectionDoc:
+			err = dropSection(ctx, tx, op, sh, d, id)
 		case *model.CommentDoc:
 			_, err = shardsql.RemoveEdge(ctx, tx, sh.DB, model.PinComments, uint64(d.PinID), id)
 		case *model.UserDoc:

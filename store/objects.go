@@ -75,7 +75,9 @@ func (s *Store) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Obje
 // with its feed fan-out recorded as due in feed_outbox (an author at or
 // above the pull threshold is pulled instead: no fan-out, see pullOrPush);
 // then it caches the owner and queues the fan-out. The pin carries its
-// board's secret flag. actor, when not 0, is the user the request acts as:
+// board's secret flag. With a section_id, the pin goes in that section of
+// the board too (EInvalid when it is another board's section, ENotFound
+// when it is not live). actor, when not 0, is the user the request acts as:
 // the board must be theirs, or the pin is refused with EForbidden, checked
 // on the board row the transaction reads. EInvalid when board_id is no
 // board's id; ENotFound when the board does not exist.
@@ -112,6 +114,11 @@ func (s *Store) createPin(ctx context.Context, op string, doc model.PinDoc, acto
 			}
 			return model.Object{}, false, model.Wrap(op, model.EForbidden, "a user token may only pin on its own user's boards", nil)
 		}
+		if doc.SectionID != 0 {
+			if err := checkSection(ctx, tx, op, sh, uint64(doc.SectionID), uint64(doc.BoardID)); err != nil {
+				return model.Object{}, false, err
+			}
+		}
 		if save != nil {
 			obj, done, err := save.before(tx, sh, board)
 			if err != nil || done {
@@ -128,7 +135,11 @@ func (s *Store) createPin(ctx context.Context, op string, doc model.PinDoc, acto
 			return obj, false, err
 		}
 		seq = shardsql.Sequence(at)
-		if err = shardsql.AddEdges(ctx, tx, sh.DB, obj.ID, seq, shardsql.ListRef{M: model.BoardPins, From: uint64(doc.BoardID)}, shardsql.ListRef{M: model.UserPins, From: uint64(doc.OwnerID)}); err != nil {
+		lists := []shardsql.ListRef{{M: model.BoardPins, From: uint64(doc.BoardID)}, {M: model.UserPins, From: uint64(doc.OwnerID)}}
+		if doc.SectionID != 0 {
+			lists = append(lists, shardsql.ListRef{M: model.SectionPins, From: uint64(doc.SectionID)})
+		}
+		if err = shardsql.AddEdges(ctx, tx, sh.DB, obj.ID, seq, lists...); err != nil {
 			return obj, false, err
 		}
 		if doc.Secret {

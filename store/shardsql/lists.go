@@ -370,3 +370,25 @@ func HandOrdered(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapp
 	}
 	return err == nil, err
 }
+
+// LowestSequence reads the lowest sequence of from's list m, locking the
+// entry that has it (inside a transaction); ok is false for an empty list.
+// A list shown highest sequence first puts an entry last by giving it one
+// below this.
+func LowestSequence(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping, from uint64) (seq int64, ok bool, err error) {
+	err = q.QueryRowxContext(ctx, "SELECT sequence FROM "+db.table(m.Table())+" WHERE from_id = ?"+order("", false)+" LIMIT 1 FOR UPDATE", from).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return seq, err == nil, err
+}
+
+// RemoveList deletes every row of from's list m and its count, in the
+// transaction that empties it (t records from as changed).
+func RemoveList(ctx context.Context, t *Tx, db DB, m model.Mapping, from uint64) error {
+	if _, err := t.ExecContext(ctx, "DELETE FROM "+db.table(m.Table())+" WHERE from_id = ?", from); err != nil {
+		return err
+	}
+	_, err := t.change(ctx, []uint64{from}, "DELETE FROM "+db.table(countsTable)+" WHERE from_id = ? AND mapping = ?", from, uint8(m))
+	return err
+}

@@ -1,0 +1,250 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/shardsql"
+	"github.com/pinstore/pinstore/store/topology"
+)
+
+// Board sections. A section lives on its board's shard, as the board's
+// pins do, so a section, its board and every pin of the board are one
+// database and each change among them is one transaction:
+//   - board_sections lists a board's sections highest sequence first, in
+//     the order its owner sets: a new section goes last (a sequence below
+//     the lowest), Move reorders;
+//   - section_pins lists a section's pins, newest first, and each pin's
+//     document names the one section it is in (section_id), so a pin is
+//     in at most one section of its board;
+//   - a section copies its board's secret flag, as the board's pins do
+//     (secret.go), and its owner;
+//   - deleting a section keeps its pins on the board, out of any section;
+//     deleting a board deletes its sections; deleting a pin takes it out
+//     of its section.
+
+// CreateSection places a new section on its board's shard, owned by the
+// board's owner and secret as the board is, last in the board's
+// board_sections, in one transaction that locks the board (so concurrent
+// creates on one board queue and each goes last). actor, when not 0, must
+// own the board: another user's secret board is ENotFound, a public one
+// EForbidden. EInvalid for a bad document; ENotFound when the board is not
+// live.
+func (s *Store) CreateSection(ctx context.Context, doc model.SectionDoc, actor uint64) (model.Object, error) {
+	const op = "store.CreateSection"
+	doc.Active = true
+	if err := doc.Validate(s.cfg.Limits); err != nil {
+		return model.Object{}, err
+	}
+	sh, boardLocal, err := s.route(op, uint64(doc.BoardID), idcodec.TypeBoard)
+	if err != nil {
+		return model.Object{}, err
+	}
+	board := uint64(doc.BoardID)
+	obj, _, err := s.create(ctx, op, sh, nil, func(tx *shardsql.Tx) (model.Object, bool, error) {
+		_, bd, err := readLive(ctx, tx, op, sh, idcodec.TypeBoard, boardLocal, shardsql.ForUpdate)
+		if err != nil {
+			return model.Object{}, false, err
+		}
+		b := bd.(*model.BoardDoc)
+		doc.OwnerID, doc.Secret = b.OwnerID, b.Secret
+		if actor != 0 && uint64(b.OwnerID) != actor {
+			if b.Secret {
+				return model.Object{}, false, notFound(op, idcodec.TypeBoard)
+			}
+			return model.Object{}, false, model.Wrap(op, model.EForbidden, "a user token may only add sections to its own user's boards", nil)
+		}
+		raw, err := s.marshalDoc(op, &doc)
+		if err != nil {
+			return model.Object{}, false, err
+		}
+		at := shardsql.Now()
+		obj, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeSection, raw, model.FlagsOf(&doc), at)
+		if err != nil {
+			return obj, false, err
+		}
+		seq, ok, err := shardsql.LowestSequence(ctx, tx, sh.DB, model.BoardSections, board)
+		if err != nil {
+			return obj, false, err
+		}
+		if ok {
+			seq--
+		}
+		if _, err := shardsql.AddEdge(ctx, tx, sh.DB, model.BoardSections, board, obj.ID, seq); err != nil {
+			return obj, false, err
+		}
+		// Its sequences are places, not times: since and until refuse it.
+		if err := shardsql.MarkHandOrdered(ctx, tx, sh.DB, model.BoardSections, board); err != nil {
+			return obj, false, err
+		}
+		return obj, true, nil
+	})
+	return obj, err
+}
+
+// SetPinSection puts the pin in section, a section of its board, or, with
+// section 0, in none: in one transaction on the board's shard it leaves
+// its old section's list, joins the new one's (newest first) and its
+// document names the new one. Putting a pin where it already is changes
+// nothing (its version stays). ENotFound when the pin or the section is
+// not live; EInvalid when section is not a section of the pin's board.
+func (s *Store) SetPinSection(ctx context.Context, pin, section uint64) (model.Object, error) {
+	const op = "store.SetPinSection"
+	sh, local, err := s.route(op, pin, idcodec.TypePin)
+	if err != nil {
+		return model.Object{}, err
+	}
+	if section != 0 {
+		if _, err := model.CheckID("section_id", section, idcodec.TypeSection); err != nil {
+			return model.Object{}, model.Wrap(op, model.EInvalid, "section_id must be a section id", nil)
+		}
+	}
+	var obj model.Object
+	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+		r, _, err := shardsql.ReadObjectCounted(ctx, tx, sh.DB, idcodec.TypePin, local, 0, shardsql.ForUpdate)
+		d, err := liveDoc(op, idcodec.TypePin, r, err)
+		if err != nil {
+			return err
+		}
+		pd := d.(*model.PinDoc)
+		if uint64(pd.SectionID) == section {
+			obj = r.Object(sh.DB, idcodec.TypePin)
+			return nil
+		}
+		if section != 0 {
+			if err := checkSection(ctx, tx, op, sh, section, uint64(pd.BoardID)); err != nil {
+				return err
+			}
+		}
+		if err := unsection(ctx, tx, sh, pd, pin); err != nil {
+			return err
+		}
+		at := shardsql.Now()
+		if section != 0 {
+			if _, err := shardsql.AddEdge(ctx, tx, sh.DB, model.SectionPins, section, pin, shardsql.Sequence(at)); err != nil {
+				return err
+			}
+		}
+		pd.SectionID = model.ID(section)
+		b, err := s.marshalDoc(op, pd)
+		if err != nil {
+			return err
+		}
+		if err := shardsql.UpdateObject(ctx, tx, sh.DB, idcodec.TypePin, local, b, at); err != nil {
+			return err
+		}
+		r.Doc, r.Flags, r.Version, r.Updated = b, model.FlagsOf(pd), r.Version+1, at
+		obj = r.Object(sh.DB, idcodec.TypePin)
+		return nil
+	})
+	return obj, err
+}
+
+// checkSection checks, in a transaction on board's shard sh, that section
+// is a live section of board, and holds it (a share lock) until the
+// transaction ends: ENotFound when it is not live, EInvalid when it is
+// another board's.
+func checkSection(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, section, board uint64) error {
+	notOfBoard := model.Wrap(op, model.EInvalid, "section_id is not a section of the pin's board", nil)
+	if int(idcodec.ShardOf(section)) != sh.DB.N {
+		return notOfBoard // a board's sections are on its shard
+	}
+	_, d, err := readLive(ctx, tx, op, sh, idcodec.TypeSection, idcodec.LocalOf(section), shardsql.ShareLock)
+	if err != nil {
+		return err
+	}
+	if uint64(d.(*model.SectionDoc).BoardID) != board {
+		return notOfBoard
+	}
+	return nil
+}
+
+// unsection takes pin (its document pd) off its section's list, if it is
+// in one; pd is left as it was.
+func unsection(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, pd *model.PinDoc, pin uint64) error {
+	if pd.SectionID == 0 {
+		return nil
+	}
+	_, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.SectionPins, uint64(pd.SectionID), pin)
+	return err
+}
+
+// dropSection takes a deleted section off its board's list and its pins
+// out of it, inside the section's delete transaction: they stay on the
+// board, their documents name no section, and the section's list and
+// count go.
+func dropSection(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, d *model.SectionDoc, section uint64) error {
+	if _, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.BoardSections, uint64(d.BoardID), section); err != nil {
+		return err
+	}
+	_, err := rewriteList(ctx, tx, op, sh, model.SectionPins, section, shardsql.Now(), func(doc model.Doc) bool {
+		pd := doc.(*model.PinDoc)
+		if uint64(pd.SectionID) != section {
+			return false
+		}
+		pd.SectionID = 0
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	return shardsql.RemoveList(ctx, tx, sh.DB, model.SectionPins, section)
+}
+
+// deleteBoardSections soft-deletes every section of a board inside the
+// board's delete transaction (its pins are deleted there too) and empties
+// their lists and the board's.
+func deleteBoardSections(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, board uint64) error {
+	entries, err := shardsql.ReadAllEntries(ctx, tx, sh.DB, model.BoardSections, board)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if _, err := markDeleted(ctx, tx, op, sh, idcodec.TypeSection, idcodec.LocalOf(e.To), 0); err != nil && !model.IsCode(err, model.ENotFound) {
+			return err
+		}
+		if err := shardsql.RemoveList(ctx, tx, sh.DB, model.SectionPins, e.To); err != nil {
+			return err
+		}
+	}
+	return shardsql.RemoveList(ctx, tx, sh.DB, model.BoardSections, board)
+}
+
+// rewriteList changes the documents of the live objects of from's list m
+// (all on from's shard) inside tx: change edits a decoded document and
+// reports whether it changed it; those it changed are written with their
+// version raised. One statement reads the list, one per 500 objects locks
+// and reads them, one per 500 writes those that changed. It returns how
+// many changed.
+func rewriteList(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, m model.Mapping, from uint64, at time.Time, change func(model.Doc) bool) (int, error) {
+	entries, err := shardsql.ReadAllEntries(ctx, tx, sh.DB, m, from)
+	if err != nil || len(entries) == 0 {
+		return 0, err
+	}
+	locals := make([]uint64, len(entries))
+	for i, e := range entries {
+		locals[i] = idcodec.LocalOf(e.To)
+	}
+	typ := m.To()
+	docs, err := shardsql.LockDocs(ctx, tx, sh.DB, typ, locals)
+	if err != nil {
+		return 0, err
+	}
+	changed := make(map[uint64][]byte, len(docs))
+	for local, raw := range docs {
+		d, err := model.DecodeDoc(typ, raw)
+		if err != nil {
+			return 0, model.Wrap(op, model.EInternal, "", err)
+		}
+		if !d.IsActive() || !change(d) {
+			continue // deleted (and leaving the list), or unchanged
+		}
+		if changed[local], err = json.Marshal(d); err != nil {
+			return 0, model.Wrap(op, model.EInternal, "", err)
+		}
+	}
+	return len(changed), shardsql.UpdateDocs(ctx, tx, sh.DB, typ, changed, at)
+}
