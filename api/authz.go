@@ -12,7 +12,8 @@ package api
 //     for any user; a user token acts only as its user, and the permission
 //     says which user a write acts as: the path's {id} (asPathUser), the
 //     owner of the board {id} (asBoardOwner), the author of the comment
-//     {id} (asCommentAuthor), the owner of the pin {id} by the owner cache,
+//     {id} (asCommentAuthor), the owner of the section {id}
+//     (asSectionOwner), the owner of the pin {id} by the owner cache,
 //     Store.Owners (asPinOwner), or the user the body names (asBodyUser).
 //     asBodyUser leaves the comparison to the handler, which decodes the
 //     body once: the guard puts a user token's user in the request context
@@ -60,6 +61,7 @@ var (
 	asPathUser      = permission{name: "asPathUser", scope: auth.ScopeWrite, user: selfInPath}
 	asBoardOwner    = permission{name: "asBoardOwner", scope: auth.ScopeWrite, user: ownsBoardInPath}
 	asCommentAuthor = permission{name: "asCommentAuthor", scope: auth.ScopeWrite, user: authorOfCommentInPath}
+	asSectionOwner  = permission{name: "asSectionOwner", scope: auth.ScopeWrite, user: ownsSectionInPath}
 	asPinOwner      = permission{name: "asPinOwner", scope: auth.ScopeWrite, user: ownsPinInPath}
 	asBodyUser      = permission{name: "asBodyUser", scope: auth.ScopeWrite, user: userInBody}
 )
@@ -245,6 +247,15 @@ func authorOfCommentInPath(s *Server, r *http.Request, p auth.Principal) error {
 		return err
 	}
 	return s.ownsRef(r.Context(), id, typeComment, 1, p, "this comment is another user's")
+}
+
+// ownsSectionInPath: the section {id} is the user's (its board's owner).
+func ownsSectionInPath(s *Server, r *http.Request, p auth.Principal) error {
+	id, err := pathID(r, "id", typeSection)
+	if err != nil {
+		return err
+	}
+	return s.ownsRef(r.Context(), id, typeSection, 1, p, "this section belongs to another user")
 }
 
 // ownsRef checks that ref i of the live object id (a board's owner, a

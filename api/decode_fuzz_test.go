@@ -142,6 +142,22 @@ func (fuzzStore) SavePin(ctx context.Context, source, board, actor uint64) (mode
 	o, err := created(idcodec.TypePin, &doc)
 	return o, true, err
 }
+func (fuzzStore) CreateSection(ctx context.Context, doc model.SectionDoc, actor uint64) (model.Object, error) {
+	if err := doc.Validate(model.Limits{}); err != nil {
+		return model.Object{}, err
+	}
+	record(ctx, "CreateSection").doc = &doc
+	stored := doc
+	stored.OwnerID = mustID(vecUser)
+	return created(idcodec.TypeSection, &stored)
+}
+func (fuzzStore) SetPinSection(ctx context.Context, pin, section uint64) (model.Object, error) {
+	record(ctx, "SetPinSection").from = pin
+	doc := model.PinDoc{BoardID: mustID(vecBoard), OwnerID: mustID(vecUser), SectionID: model.ID(section), Active: true}
+	o, err := created(idcodec.TypePin, &doc)
+	o.ID = pin
+	return o, err
+}
 func (fuzzStore) CreateComment(ctx context.Context, doc model.CommentDoc) (model.Object, error) {
 	if err := doc.Validate(model.Limits{}); err != nil {
 		return model.Object{}, err

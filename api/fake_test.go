@@ -68,6 +68,14 @@ func (f *fakeStore) CreatePin(ctx context.Context, doc model.PinDoc, actor uint6
 	}
 	return model.Object{}, unset("CreatePin")
 }
+func (f *fakeStore) CreateSection(ctx context.Context, doc model.SectionDoc, actor uint64) (model.Object, error) {
+	f.note("CreateSection")
+	return model.Object{}, unset("CreateSection")
+}
+func (f *fakeStore) SetPinSection(ctx context.Context, pin, section uint64) (model.Object, error) {
+	f.note("SetPinSection")
+	return model.Object{}, unset("SetPinSection")
+}
 func (f *fakeStore) CreateComment(ctx context.Context, doc model.CommentDoc) (model.Object, error) {
 	if err := doc.Validate(f.limits); err != nil {
 		return model.Object{}, err

@@ -174,24 +174,33 @@ func (s *Server) movePin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var req moveRequest
-	if err := decodeBody(w, r, s.maxBody, &req); err != nil {
-		return err
-	}
-	if (req.Before == nil) == (req.After == nil) {
-		return errorf(model.EInvalid, "give exactly one of before and after")
-	}
-	var before, after uint64
-	if req.Before != nil {
-		before, err = requiredID("before", *req.Before, typePin)
-	} else {
-		after, err = requiredID("after", *req.After, typePin)
-	}
+	before, after, err := s.moveAnchor(w, r, pin, typePin)
 	if err != nil {
 		return err
 	}
-	if before == pin || after == pin {
-		return errorf(model.EInvalid, "a pin cannot be moved next to itself")
-	}
 	return noContent(w, s.mappings.Move(r.Context(), model.BoardPins, board, pin, before, after))
+}
+
+// moveAnchor reads the body of a move of item (of type typ): exactly one
+// of before and after, an id of typ other than item's.
+func (s *Server) moveAnchor(w http.ResponseWriter, r *http.Request, item uint64, typ idcodec.Type) (before, after uint64, err error) {
+	var req moveRequest
+	if err := decodeBody(w, r, s.maxBody, &req); err != nil {
+		return 0, 0, err
+	}
+	if (req.Before == nil) == (req.After == nil) {
+		return 0, 0, errorf(model.EInvalid, "give exactly one of before and after")
+	}
+	if req.Before != nil {
+		before, err = requiredID("before", *req.Before, typ)
+	} else {
+		after, err = requiredID("after", *req.After, typ)
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	if before == item || after == item {
+		return 0, 0, errorf(model.EInvalid, "a %s cannot be moved next to itself", typ)
+	}
+	return before, after, nil
 }

@@ -38,6 +38,12 @@ type Creator interface {
 	// of another user than the board's owner; EForbidden when actor is
 	// not 0 and the board is not actor's.
 	SavePin(ctx context.Context, source, board, actor uint64) (obj model.Object, created bool, err error)
+	// CreateSection places a new section on its board's shard, owned by
+	// the board's owner and secret as the board is, last in the board's
+	// sections. ENotFound when the board is not live (or is another
+	// user's secret board and actor is not 0); EForbidden when actor is
+	// not 0 and the board is not actor's.
+	CreateSection(ctx context.Context, doc model.SectionDoc, actor uint64) (model.Object, error)
 }
 
 // ObjectReader reads live objects by id. The permissions read boards and
@@ -63,6 +69,11 @@ type ObjectWriter interface {
 	Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func(doc []byte) ([]byte, error)) (model.Object, error)
 	// Delete soft-deletes the object and removes it from every list.
 	Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64) error
+	// SetPinSection puts the pin in section (0: in none), a section of
+	// its board, in one transaction; where it already is changes
+	// nothing. ENotFound when the pin or section is not live; EInvalid
+	// when section is another board's.
+	SetPinSection(ctx context.Context, pin, section uint64) (model.Object, error)
 }
 
 const (
@@ -70,11 +81,12 @@ const (
 	typeBoard   = idcodec.TypeBoard
 	typePin     = idcodec.TypePin
 	typeComment = idcodec.TypeComment
+	typeSection = idcodec.TypeSection
 )
 
 // collection is the path segment of a type's objects.
 var collection = map[idcodec.Type]string{
-	typeUser: "users", typeBoard: "boards", typePin: "pins", typeComment: "comments",
+	typeUser: "users", typeBoard: "boards", typePin: "pins", typeComment: "comments", typeSection: "sections",
 }
 
 // objectPath is the canonical URL path of an object.
@@ -142,7 +154,8 @@ func (s *Server) createBoard(w http.ResponseWriter, r *http.Request) error {
 	return writeObject(w, http.StatusCreated, o)
 }
 
-// createPin: POST /v1/pins. The store sets the owner to the board's, and
+// createPin: POST /v1/pins, into a section of the board when the body
+// names one (section_id). The store sets the owner to the board's, and
 // refuses (403) a user token's pin on another user's board, checked on the
 // board row its transaction reads.
 func (s *Server) createPin(w http.ResponseWriter, r *http.Request) error {
@@ -154,7 +167,13 @@ func (s *Server) createPin(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	doc := model.PinDoc{BoardID: model.ID(board), Link: req.Link, Description: req.Description, ImageURL: req.ImageURL, Data: storedData(req.Data), Active: true}
+	var section uint64
+	if req.SectionID != nil {
+		if section, err = requiredID("section_id", *req.SectionID, typeSection); err != nil {
+			return err
+		}
+	}
+	doc := model.PinDoc{BoardID: model.ID(board), SectionID: model.ID(section), Link: req.Link, Description: req.Description, ImageURL: req.ImageURL, Data: storedData(req.Data), Active: true}
 	o, err := s.creates.CreatePin(r.Context(), doc, actor(r.Context()))
 	if err != nil {
 		return err

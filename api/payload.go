@@ -43,7 +43,18 @@ type (
 		ImageURL    string          `json:"image_url"`
 		Data        json.RawMessage `json:"data"`
 		SavedFrom   *string         `json:"saved_from"` // null unless the pin is a save
+		SectionID   *string         `json:"section_id"` // null unless the pin is in a section of its board
 		Secret      bool            `json:"secret"`
+		objectFooter
+	}
+	// Section is a section of a board as the API returns it.
+	Section struct {
+		objectHeader
+		BoardID string          `json:"board_id"`
+		OwnerID string          `json:"owner_id"`
+		Name    string          `json:"name"`
+		Data    json.RawMessage `json:"data"`
+		Secret  bool            `json:"secret"`
 		objectFooter
 	}
 	// Comment is a comment as the API returns it.
@@ -142,20 +153,30 @@ func Payload(o model.Object) (any, error) {
 		if err := json.Unmarshal(o.Doc, &d); err != nil {
 			return nil, bad(err)
 		}
-		var from *string
-		if d.SavedFrom != 0 {
-			f := idString(uint64(d.SavedFrom))
-			from = &f
-		}
-		return Pin{head, idString(uint64(d.BoardID)), idString(uint64(d.OwnerID)), d.Link, d.Description, d.ImageURL, wireData(d.Data), from, d.Secret, foot}, nil
+		return Pin{head, idString(uint64(d.BoardID)), idString(uint64(d.OwnerID)), d.Link, d.Description, d.ImageURL, wireData(d.Data), optionalID(d.SavedFrom), optionalID(d.SectionID), d.Secret, foot}, nil
 	case idcodec.TypeComment:
 		var d model.CommentDoc
 		if err := json.Unmarshal(o.Doc, &d); err != nil {
 			return nil, bad(err)
 		}
 		return Comment{head, idString(uint64(d.PinID)), idString(uint64(d.AuthorID)), d.Text, wireData(d.Data), foot}, nil
+	case idcodec.TypeSection:
+		var d model.SectionDoc
+		if err := json.Unmarshal(o.Doc, &d); err != nil {
+			return nil, bad(err)
+		}
+		return Section{head, idString(uint64(d.BoardID)), idString(uint64(d.OwnerID)), d.Name, wireData(d.Data), d.Secret, foot}, nil
 	}
 	return nil, model.Errorf(model.EInternal, "internal error")
+}
+
+// optionalID is an id that may be absent: null on the wire.
+func optionalID(id model.ID) *string {
+	if id == 0 {
+		return nil
+	}
+	s := idString(uint64(id))
+	return &s
 }
 
 // OwnersResponse answers POST /v1/pins/owners.
@@ -199,10 +220,20 @@ type (
 	}
 	createPinRequest struct {
 		BoardID     string          `json:"board_id"`
+		SectionID   *string         `json:"section_id"`
 		Link        string          `json:"link"`
 		Description string          `json:"description"`
 		ImageURL    string          `json:"image_url"`
 		Data        json.RawMessage `json:"data"`
+	}
+	createSectionRequest struct {
+		Name string          `json:"name"`
+		Data json.RawMessage `json:"data"`
+	}
+	// pinSectionRequest is the body of PUT /v1/pins/{id}/section: a
+	// section id, or null for none.
+	pinSectionRequest struct {
+		SectionID *string `json:"section_id"`
 	}
 	createCommentRequest struct {
 		AuthorID string          `json:"author_id"`

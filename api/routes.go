@@ -60,6 +60,14 @@ func (s *Server) routeTable() []route {
 		{"DELETE", "/v1/boards/{id}", asBoardOwner, pathObjects, s.deleteObject(typeBoard)},
 		{"GET", "/v1/boards/{id}/pins", readAny, pathObjects, s.list(model.BoardPins)},
 		{"PUT", "/v1/boards/{id}/pins/{pin_id}/position", asBoardOwner, pathObjects, s.movePin},
+		{"POST", "/v1/boards/{id}/sections", asBoardOwner, pathObjects, s.idempotent(s.createSection)},
+		{"GET", "/v1/boards/{id}/sections", readAny, pathObjects, s.list(model.BoardSections)},
+		{"PUT", "/v1/boards/{id}/sections/{section_id}/position", asBoardOwner, pathObjects, s.moveSection},
+
+		{"GET", "/v1/sections/{id}", readAny, pathObjects, s.getObject(typeSection)},
+		{"PATCH", "/v1/sections/{id}", asSectionOwner, pathObjects, s.patchObject(typeSection)},
+		{"DELETE", "/v1/sections/{id}", asSectionOwner, pathObjects, s.deleteObject(typeSection)},
+		{"GET", "/v1/sections/{id}/pins", readAny, pathObjects, s.list(model.SectionPins)},
 
 		{"POST", "/v1/pins", asBodyUser, bodyObjects, s.idempotent(s.createPin)},
 		{"GET", "/v1/pins", readAny, filters, s.getMany(typePin)},
@@ -67,6 +75,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/pins/{id}", readAny, pathObjects, s.getObject(typePin)},
 		{"PATCH", "/v1/pins/{id}", asPinOwner, pathObjects, s.patchObject(typePin)},
 		{"DELETE", "/v1/pins/{id}", asPinOwner, pathObjects, s.deleteObject(typePin)},
+		{"PUT", "/v1/pins/{id}/section", asPinOwner, pathObjects, s.setPinSection},
 		{"GET", "/v1/pins/{id}/likers", readAny, pathObjects | filters, s.list(model.PinLikers)},
 		{"POST", "/v1/pins/{id}/saves", asBodyUser, pathObjects | bodyObjects, s.idempotent(s.savePin)},
 		{"GET", "/v1/pins/{id}/saves", readAny, pathObjects | filters, s.list(model.PinSaves)},

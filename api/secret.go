@@ -27,7 +27,7 @@ func hidden(typ idcodec.Type) error {
 // secretTypes lists the types whose objects can be secret, each with
 // the index among its document's Refs of the user who owns it (and may
 // see it while it is secret).
-var secretTypes = map[idcodec.Type]int{typeBoard: 0, typePin: 1}
+var secretTypes = map[idcodec.Type]int{typeBoard: 0, typePin: 1, typeSection: 1}
 
 // ownerOf is the owner of an object that can be secret (0 for any other
 // object).

@@ -76,8 +76,9 @@ type secretParam struct {
 
 // paramTypes are the collections whose next path segment, when it is a
 // parameter, names an object that can be secret: /v1/boards/{id},
-// /v1/pins/{id}, /v1/comments/{id}, …/likes/{pin_id}, …/pins/{pin_id}.
-var paramTypes = map[string]idcodec.Type{"boards": typeBoard, "pins": typePin, "comments": typeComment, "likes": typePin}
+// /v1/pins/{id}, /v1/comments/{id}, /v1/sections/{id}, …/likes/{pin_id},
+// …/pins/{pin_id}, …/sections/{section_id}.
+var paramTypes = map[string]idcodec.Type{"boards": typeBoard, "pins": typePin, "comments": typeComment, "likes": typePin, "sections": typeSection}
 
 // secretParams lists the parameters of pattern that name boards, pins or
 // comments, in path order.

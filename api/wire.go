@@ -36,12 +36,13 @@ type wireField struct {
 var wireFields = [...][]wireField{
 	idcodec.TypeUser:    {{"username", ""}, {"display_name", `""`}, {"data", "{}"}},
 	idcodec.TypeBoard:   {{"owner_id", ""}, {"name", ""}, {"description", `""`}, {"data", "{}"}, {"secret", "false"}},
-	idcodec.TypePin:     {{"board_id", ""}, {"owner_id", ""}, {"link", `""`}, {"description", `""`}, {"image_url", `""`}, {"data", "{}"}, {"saved_from", "null"}, {"secret", "false"}},
+	idcodec.TypePin:     {{"board_id", ""}, {"owner_id", ""}, {"link", `""`}, {"description", `""`}, {"image_url", `""`}, {"data", "{}"}, {"saved_from", "null"}, {"section_id", "null"}, {"secret", "false"}},
 	idcodec.TypeComment: {{"pin_id", ""}, {"author_id", ""}, {"text", ""}, {"data", "{}"}},
+	idcodec.TypeSection: {{"board_id", ""}, {"owner_id", ""}, {"name", ""}, {"data", "{}"}, {"secret", "false"}},
 }
 
 // maxWireFields bounds len(wireFields[t]).
-const maxWireFields = 8
+const maxWireFields = 9
 
 // appendObject appends o's wire form to b.
 func appendObject(b []byte, o model.Object) ([]byte, error) {
