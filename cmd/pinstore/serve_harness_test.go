@@ -491,6 +491,7 @@ type object struct {
 	BoardID     string          `json:"board_id"`
 	PinID       string          `json:"pin_id"`
 	SavedFrom   *string         `json:"saved_from"`
+	SectionID   *string         `json:"section_id"`
 	Secret      bool            `json:"secret"`
 	Counts      map[string]int  `json:"counts"`
 	AuthorID    string          `json:"author_id"`
