@@ -46,6 +46,7 @@ type world struct {
 	B, B2, OB    string // S's board under test, S's public board, O's board
 	P, P2, Q, P3 string // pins on B; a pin on B2; S's save of Q onto B
 	CS, CO       string // comments on P by S, and by O (made while public; "" when B was secret from the start)
+	SC, SC2      string // sections of B; P is in SC
 	secretIDs    []string
 	n            int
 }
@@ -69,6 +70,9 @@ func newWorld(t *testing.T, s *server, name string, secretFromStart bool, flips 
 	w.Q = s.create("/v1/pins", map[string]any{"board_id": w.B2, "description": "q"}).ID
 	w.P3 = s.create("/v1/pins/"+w.Q+"/saves", map[string]any{"board_id": w.B}).ID
 	w.CS = s.create("/v1/pins/"+w.P+"/comments", map[string]any{"author_id": w.S.ID, "text": "by s"}).ID
+	w.SC = s.create("/v1/boards/"+w.B+"/sections", map[string]any{"name": "sc"}).ID
+	w.SC2 = s.create("/v1/boards/"+w.B+"/sections", map[string]any{"name": "sc2"}).ID
+	s.must(http.StatusOK, http.MethodPut, "/v1/pins/"+w.P+"/section", map[string]any{"section_id": w.SC})
 	s.must(http.StatusNoContent, http.MethodPut, "/v1/users/"+w.S.ID+"/likes/"+w.P, nil)
 	if !secretFromStart {
 		w.CO = s.create("/v1/pins/"+w.P+"/comments", map[string]any{"author_id": w.O.ID, "text": "by o"}).ID
@@ -78,7 +82,7 @@ func newWorld(t *testing.T, s *server, name string, secretFromStart bool, flips 
 		s.as(w.sTok, http.StatusOK, http.MethodPatch, "/v1/boards/"+w.B, map[string]any{"secret": i%2 == 0})
 	}
 	if w.secret {
-		w.secretIDs = []string{w.B, w.P, w.P2, w.P3, w.CS}
+		w.secretIDs = []string{w.B, w.P, w.P2, w.P3, w.CS, w.SC, w.SC2}
 		if w.CO != "" {
 			w.secretIDs = append(w.secretIDs, w.CO)
 		}
@@ -236,6 +240,27 @@ func matrixCases() map[string][]mcase {
 		"PUT /v1/boards/{id}/pins/{pin_id}/position": {{build: func(w *world, _ who, _ bool) mreq {
 			return mreq{method: http.MethodPut, path: "/v1/boards/" + w.B + "/pins/" + w.P + "/position", body: map[string]any{"before": w.P2}}
 		}, ok: 204, public: 403}},
+		"POST /v1/boards/{id}/sections": {{build: func(w *world, _ who, _ bool) mreq {
+			return mreq{method: http.MethodPost, path: "/v1/boards/" + w.B + "/sections", body: map[string]any{"name": w.uniq("s")}}
+		}, ok: 201, public: 403}},
+		"GET /v1/boards/{id}/sections": {{build: sPath(func(w *world) string { return "/v1/boards/" + w.B + "/sections?limit=250" }), ok: 200, public: 200,
+			shows: ids(func(w *world) []string { return []string{w.SC, w.SC2} })}},
+		"PUT /v1/boards/{id}/sections/{section_id}/position": {{build: func(w *world, _ who, _ bool) mreq {
+			return mreq{method: http.MethodPut, path: "/v1/boards/" + w.B + "/sections/" + w.SC2 + "/position", body: map[string]any{"before": w.SC}}
+		}, ok: 204, public: 403}},
+		"GET /v1/sections/{id}": {{build: sPath(func(w *world) string { return "/v1/sections/" + w.SC }), ok: 200, public: 200}},
+		"PATCH /v1/sections/{id}": {{build: func(w *world, _ who, _ bool) mreq {
+			return mreq{method: http.MethodPatch, path: "/v1/sections/" + w.SC, body: map[string]any{"name": w.uniq("s")}}
+		}, ok: 200, public: 403}},
+		"DELETE /v1/sections/{id}": {{build: func(w *world, _ who, fresh bool) mreq {
+			sc := w.SC
+			if fresh {
+				sc = w.s.create("/v1/boards/"+w.B+"/sections", map[string]any{"name": "f"}).ID
+			}
+			return mreq{method: http.MethodDelete, path: "/v1/sections/" + sc}
+		}, ok: 204, public: 403}},
+		"GET /v1/sections/{id}/pins": {{build: sPath(func(w *world) string { return "/v1/sections/" + w.SC + "/pins" }), ok: 200, public: 200,
+			shows: ids(func(w *world) []string { return []string{w.P} })}},
 
 		"POST /v1/pins": {{build: func(w *world, _ who, _ bool) mreq {
 			return mreq{method: http.MethodPost, path: "/v1/pins", body: map[string]any{"board_id": w.B}}
@@ -256,6 +281,13 @@ func matrixCases() map[string][]mcase {
 			}
 			return mreq{method: http.MethodDelete, path: "/v1/pins/" + p}
 		}, ok: 204, public: 403}},
+		"PUT /v1/pins/{id}/section": {{build: func(w *world, _ who, fresh bool) mreq {
+			p := w.P
+			if fresh {
+				p = w.freshPin()
+			}
+			return mreq{method: http.MethodPut, path: "/v1/pins/" + p + "/section", body: map[string]any{"section_id": w.SC2}}
+		}, ok: 200, public: 403}},
 		"GET /v1/pins/{id}/likers": {{build: sPath(func(w *world) string { return "/v1/pins/" + w.P + "/likers" }), ok: 200, public: 200}},
 		"POST /v1/pins/{id}/saves": {{build: func(w *world, as who, _ bool) mreq {
 			owner := w.actor(as)
