@@ -1,7 +1,7 @@
 // A client generated from this repository's openapi.yaml (openapi-typescript
 // for the types in gen/current.ts, openapi-fetch for the calls) drives the
 // server through a product's screens: users with unique usernames, boards,
-// pins, follows and likes, saves and secret boards, the "do I like / do I follow" calls one at a
+// pins, follows and likes, saves and secret boards, board sections, the "do I like / do I follow" calls one at a
 // time and for a set, lists and the feed carrying the viewer's state, counts,
 // time ranges, pages by cursor, consistency tokens, and the errors a client
 // must handle.
@@ -108,7 +108,7 @@ void run("current client", [
         await sleep(3);
       }
       const b = ok(await api.GET("/v1/boards/{id}", { params: { path: { id: board.id } } }), 200, "get board");
-      eq(b.counts, { pins: 5 }, "board counts");
+      eq(b.counts, { pins: 5, sections: 0 }, "board counts");
       const c = await getUser(carol.id);
       eq([c.counts.boards, c.counts.pins], [1, 5], "carol's board and pin counts");
     },
@@ -233,6 +233,54 @@ void run("current client", [
       const shown = ok(await api.GET("/v1/pins/{id}", { params: { path: { id: hidden.id } } }), 200, "its pin");
       eq([shown.secret, shown.version], [false, 2], "its pin is public, at version 2");
       fails(await api.POST("/v1/pins/{id}/saves", { params: { path: { id: pins[4].id } }, body: { board_id: pins[4].id } }), 400, "invalid_argument", "a pin ID as the board");
+    },
+  ],
+  [
+    "sections: made last in a board's order, reordered, pins moved in, between and out, deleted with the pins kept",
+    async () => {
+      const trips = ok(await api.POST("/v1/boards", { body: { owner_id: carol.id, name: "Trips" } }), 201, "carol's trips board");
+      const sec = async (name: string) => {
+        const r = await api.POST("/v1/boards/{id}/sections", { params: { path: { id: trips.id } }, body: { name } });
+        const s = ok(r, 201, `section ${name}`);
+        eq([s.type, s.board_id, s.owner_id, s.name, s.secret, s.counts], ["section", trips.id, carol.id, name, false, { pins: 0 }], `section ${name}`);
+        eq(r.response.headers.get("Location"), `/v1/sections/${s.id}`, `section ${name}: Location`);
+        return s;
+      };
+      const [a, b, c] = [await sec("Alps"), await sec("Beaches"), await sec("Cities")];
+      const order = async () => {
+        const l = ok(await api.GET("/v1/boards/{id}/sections", { params: { path: { id: trips.id }, query: { limit: 250 } } }), 200, "the board's sections");
+        eq(l.count, l.items.length, "the sections count");
+        return l.items;
+      };
+      eq((await order()).map((s) => s.id), [a.id, b.id, c.id], "sections in the order they were made");
+      done(await api.PUT("/v1/boards/{id}/sections/{section_id}/position", { params: { path: { id: trips.id, section_id: c.id } }, body: { before: a.id } }), "Cities first");
+      eq((await order()).map((s) => s.id), [c.id, a.id, b.id], "the new order");
+
+      const p = ok(await api.POST("/v1/pins", { body: { board_id: trips.id, description: "Matterhorn", section_id: a.id } }), 201, "a pin made in Alps");
+      eq(p.section_id, a.id, "the pin names its section");
+      const moved = ok(await api.PUT("/v1/pins/{id}/section", { params: { path: { id: p.id } }, body: { section_id: b.id } }), 200, "the pin moved to Beaches");
+      eq([moved.section_id, moved.version], [b.id, 2], "the moved pin");
+      const again = ok(await api.PUT("/v1/pins/{id}/section", { params: { path: { id: p.id } }, body: { section_id: b.id } }), 200, "moved there again");
+      eq(again.version, 2, "moving a pin where it is changes nothing");
+      const inB = ok(await api.GET("/v1/sections/{id}/pins", { params: { path: { id: b.id } } }), 200, "Beaches' pins");
+      eq([inB.items.map((x) => x.id), inB.count], [[p.id], 1], "Beaches holds the pin");
+      eq(ok(await api.GET("/v1/sections/{id}", { params: { path: { id: a.id } } }), 200, "Alps").counts.pins, 0, "Alps holds none");
+      const out = ok(await api.PUT("/v1/pins/{id}/section", { params: { path: { id: p.id } }, body: { section_id: null } }), 200, "out of any section");
+      eq(out.section_id, null, "the pin is in no section");
+      ok(await api.PUT("/v1/pins/{id}/section", { params: { path: { id: p.id } }, body: { section_id: a.id } }), 200, "back into Alps");
+
+      const renamed = ok(await api.PATCH("/v1/sections/{id}", { params: { path: { id: a.id } }, body: { name: "Mountains" } }), 200, "Alps renamed");
+      eq(renamed.name, "Mountains", "the new name");
+      const foreign = await api.POST("/v1/boards/{id}/sections", { params: { path: { id: board.id } }, body: { name: "Elsewhere" } });
+      fails(await api.PUT("/v1/pins/{id}/section", { params: { path: { id: p.id } }, body: { section_id: ok(foreign, 201, "another board's section").id } }), 400, "invalid_argument", "another board's section");
+      fails(await api.POST("/v1/boards/{id}/sections", { params: { path: { id: trips.id } }, body: { name: "x".repeat(201) } }), 400, "invalid_argument", "a name too long");
+
+      done(await api.DELETE("/v1/sections/{id}", { params: { path: { id: a.id } } }), "Mountains deleted");
+      fails(await api.GET("/v1/sections/{id}", { params: { path: { id: a.id } } }), 404, "not_found", "a deleted section");
+      eq(ok(await api.GET("/v1/pins/{id}", { params: { path: { id: p.id } } }), 200, "the pin").section_id, null, "its pin stays, in no section");
+      eq((await order()).map((s) => s.id), [c.id, b.id], "the sections left");
+      const t = ok(await api.GET("/v1/boards/{id}", { params: { path: { id: trips.id } } }), 200, "the trips board");
+      eq(t.counts, { pins: 1, sections: 2 }, "the board's counts");
     },
   ],
   [
