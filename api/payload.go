@@ -132,42 +132,39 @@ func Payload(o model.Object) (any, error) {
 	if o.Counts != nil && len(model.Counted(o.Type)) > 0 {
 		foot.Counts = &wireCounts{o.Type, o.Counts}
 	}
-	bad := func(err error) error {
-		return model.Wrap("api.Payload", model.EInternal, "internal error", err)
+	if int(o.Type) >= len(wireForms) || wireForms[o.Type] == nil {
+		return nil, model.Errorf(model.EInternal, "internal error")
 	}
-	switch o.Type {
-	case idcodec.TypeUser:
-		var d model.UserDoc
-		if err := json.Unmarshal(o.Doc, &d); err != nil {
-			return nil, bad(err)
-		}
-		return User{head, d.Username, d.DisplayName, wireData(d.Data), foot}, nil
-	case idcodec.TypeBoard:
-		var d model.BoardDoc
-		if err := json.Unmarshal(o.Doc, &d); err != nil {
-			return nil, bad(err)
-		}
-		return Board{head, idString(uint64(d.OwnerID)), d.Name, d.Description, wireData(d.Data), d.Secret, foot}, nil
-	case idcodec.TypePin:
-		var d model.PinDoc
-		if err := json.Unmarshal(o.Doc, &d); err != nil {
-			return nil, bad(err)
-		}
-		return Pin{head, idString(uint64(d.BoardID)), idString(uint64(d.OwnerID)), d.Link, d.Description, d.ImageURL, wireData(d.Data), optionalID(d.SavedFrom), optionalID(d.SectionID), d.Secret, foot}, nil
-	case idcodec.TypeComment:
-		var d model.CommentDoc
-		if err := json.Unmarshal(o.Doc, &d); err != nil {
-			return nil, bad(err)
-		}
-		return Comment{head, idString(uint64(d.PinID)), idString(uint64(d.AuthorID)), d.Text, wireData(d.Data), foot}, nil
-	case idcodec.TypeSection:
-		var d model.SectionDoc
-		if err := json.Unmarshal(o.Doc, &d); err != nil {
-			return nil, bad(err)
-		}
-		return Section{head, idString(uint64(d.BoardID)), idString(uint64(d.OwnerID)), d.Name, wireData(d.Data), d.Secret, foot}, nil
+	d := model.NewDoc(o.Type)
+	if err := json.Unmarshal(o.Doc, d); err != nil {
+		return nil, model.Wrap("api.Payload", model.EInternal, "internal error", err)
 	}
-	return nil, model.Errorf(model.EInternal, "internal error")
+	return wireForms[o.Type](d, head, foot), nil
+}
+
+// wireForms makes, per type, the wire form of a decoded document (of
+// model.NewDoc(type)) between the object's header and footer.
+var wireForms = [...]func(d model.Doc, head objectHeader, foot objectFooter) any{
+	idcodec.TypeUser: func(doc model.Doc, head objectHeader, foot objectFooter) any {
+		d := doc.(*model.UserDoc)
+		return User{head, d.Username, d.DisplayName, wireData(d.Data), foot}
+	},
+	idcodec.TypeBoard: func(doc model.Doc, head objectHeader, foot objectFooter) any {
+		d := doc.(*model.BoardDoc)
+		return Board{head, idString(uint64(d.OwnerID)), d.Name, d.Description, wireData(d.Data), d.Secret, foot}
+	},
+	idcodec.TypePin: func(doc model.Doc, head objectHeader, foot objectFooter) any {
+		d := doc.(*model.PinDoc)
+		return Pin{head, idString(uint64(d.BoardID)), idString(uint64(d.OwnerID)), d.Link, d.Description, d.ImageURL, wireData(d.Data), optionalID(d.SavedFrom), optionalID(d.SectionID), d.Secret, foot}
+	},
+	idcodec.TypeComment: func(doc model.Doc, head objectHeader, foot objectFooter) any {
+		d := doc.(*model.CommentDoc)
+		return Comment{head, idString(uint64(d.PinID)), idString(uint64(d.AuthorID)), d.Text, wireData(d.Data), foot}
+	},
+	idcodec.TypeSection: func(doc model.Doc, head objectHeader, foot objectFooter) any {
+		d := doc.(*model.SectionDoc)
+		return Section{head, idString(uint64(d.BoardID)), idString(uint64(d.OwnerID)), d.Name, wireData(d.Data), d.Secret, foot}
+	},
 }
 
 // optionalID is an id that may be absent: null on the wire.

@@ -75,6 +75,7 @@ func TestAppendObjectMatchesPayload(t *testing.T) {
 	user := model.ID(idcodec.MustEncode(65535, idcodec.TypeUser, 1<<36-1))
 	board := model.ID(idcodec.MustEncode(0, idcodec.TypeBoard, 1))
 	pin := model.ID(idcodec.MustEncode(3429, idcodec.TypePin, 7075733))
+	section := model.ID(idcodec.MustEncode(0, idcodec.TypeSection, 9))
 	cases := []struct {
 		name string
 		typ  idcodec.Type
@@ -91,6 +92,9 @@ func TestAppendObjectMatchesPayload(t *testing.T) {
 		{"pin deleted", idcodec.TypePin, &model.PinDoc{BoardID: board, OwnerID: user, Description: "x"}},
 		{"comment", idcodec.TypeComment, &model.CommentDoc{PinID: pin, AuthorID: user, Text: tricky, Active: true}},
 		{"comment empty text", idcodec.TypeComment, &model.CommentDoc{PinID: pin, AuthorID: user, Active: true}},
+		{"pin in a section", idcodec.TypePin, &model.PinDoc{BoardID: board, OwnerID: user, SectionID: section, Secret: true, Active: true}},
+		{"section minimal", idcodec.TypeSection, &model.SectionDoc{BoardID: board, OwnerID: user, Name: "s", Active: true}},
+		{"section full", idcodec.TypeSection, &model.SectionDoc{BoardID: board, OwnerID: user, Name: tricky, Data: data, Secret: true, Active: true}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { checkWire(t, stored(t, c.typ, c.doc), true) })
