@@ -63,7 +63,7 @@ func TestObjectsCarryTheirCounts(t *testing.T) {
 	u, _ := s.Get(ctx, a, idcodec.TypeUser)
 	check("Get user", u, wantA)
 	bo, _ := s.Get(ctx, board, idcodec.TypeBoard)
-	check("Get board", bo, map[string]int64{"pins": 2})
+	check("Get board", bo, map[string]int64{"pins": 2, "sections": 0})
 	many, err := s.GetMany(ctx, []uint64{pin}, idcodec.TypePin)
 	if err != nil || len(many) != 1 {
 		t.Fatal(err)

@@ -310,6 +310,11 @@ func TestIdempotencyKeyReusedAcrossRoutesE2E(t *testing.T) {
 			},
 			made: func(i int, _ string) int64 { return s.count("/v1/boards/" + slots[i].board + "/pins") },
 		},
+		"/v1/boards/{id}/sections": {
+			path: func(i int, _ string) string { return "/v1/boards/" + slots[i].board + "/sections" },
+			body: func(i int, tag string) string { return `{"name":"` + tag + `"}` },
+			made: func(i int, _ string) int64 { return s.count("/v1/boards/" + slots[i].board + "/sections") },
+		},
 		"/v1/pins/owners": {
 			path:  func(int, string) string { return "/v1/pins/owners" },
 			body:  func(i int, _ string) string { return `{"ids":["` + slots[i].pin + `"]}` },
