@@ -58,15 +58,16 @@ func (t Type) String() string {
 	return "type(" + strconv.Itoa(int(t)) + ")"
 }
 
-// Known reports whether t is one of the object types.
-func (t Type) Known() bool { return t >= TypePin && t <= TypeSection }
+// Known reports whether t is one of the object types: one typeNames
+// names.
+func (t Type) Known() bool { return int(t) < len(typeNames) && typeNames[t] != "" }
 
 // ParseType returns the type named by s ("pin", "board", "user",
 // "comment", "section").
 func ParseType(s string) (Type, bool) {
-	for t := TypePin; t <= TypeSection; t++ {
-		if typeNames[t] == s {
-			return t, true
+	for t, name := range typeNames {
+		if name != "" && name == s {
+			return Type(t), true
 		}
 	}
 	return 0, false
