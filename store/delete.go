@@ -36,57 +36,24 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 	if err != nil {
 		return err
 	}
-	var pins []uint64 // pins deleted whose likes must go
-	var owner uint64  // their owner, whose followers' feeds hold them
-	var username string
-	var drains, settles []shardsql.Pair // lists to empty; saves whose source's list must lose them
+	if int(typ) >= len(unlinkers) || unlinkers[typ] == nil {
+		return model.Wrap(op, model.EInvalid, "objects of type "+typ.String()+" cannot be deleted", nil)
+	}
+	var e deleted
 	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
-		pins, drains, settles = nil, nil, nil
+		e = deleted{}
 		d, err := markDeleted(ctx, tx, op, sh, typ, local, ifVersion)
 		if err != nil {
 			return err
 		}
-		switch d := d.(type) {
-		case *model.PinDoc:
-			pins, owner = append(pins, id), uint64(d.OwnerID)
-			if settles, err = unsave(ctx, tx, sh, d, id); err == nil {
-				err = unlistPin(ctx, tx, sh, uint64(d.BoardID), owner, id, d.Secret)
-			}
-			if err == nil {
-				err = unsection(ctx, tx, sh, d, id)
-			}
-		case *model.BoardDoc:
-			var removed bool
-			if removed, err = shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserBoards, uint64(d.OwnerID), id); err != nil {
-				return err
-			}
-			if removed && d.Secret {
-				if err := shardsql.AddSecret(ctx, tx, sh.DB, model.UserBoards, uint64(d.OwnerID), -1); err != nil {
-					return err
-				}
-			}
-			owner = uint64(d.OwnerID)
-			if pins, settles, err = deleteBoardPins(ctx, tx, op, sh, id, owner, d.Secret); err == nil {
-				err = deleteBoardSections(ctx, tx, op, sh, id)
-			}
-		case *model.SectionDoc:
-			err = dropSection(ctx, tx, op, sh, d, id)
-		case *model.CommentDoc:
-			_, err = shardsql.RemoveEdge(ctx, tx, sh.DB, model.PinComments, uint64(d.PinID), id)
-		case *model.UserDoc:
-			username = d.Username
-			for _, m := range []model.Mapping{model.UserFollowing, model.UserFollowers, model.UserLikes, model.UserBoards} {
-				drains = append(drains, drainMark(m, id))
-			}
-		}
-		if err != nil {
+		if err := unlinkers[typ](ctx, tx, op, sh, id, d, &e); err != nil {
 			return err
 		}
-		for _, pin := range pins {
-			drains = append(drains, drainMark(model.PinLikers, pin), drainMark(model.PinSaves, pin))
+		for _, pin := range e.pins {
+			e.drains = append(e.drains, drainMark(model.PinLikers, pin), drainMark(model.PinSaves, pin))
 		}
 		at := shardsql.Now()
-		for _, p := range drains {
+		for _, p := range e.drains {
 			if err := shardsql.MarkPair(ctx, tx, sh.DB, p, at); err != nil {
 				return err
 			}
@@ -96,26 +63,95 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 	if err != nil {
 		return err
 	}
-	if len(pins) > 0 {
-		_ = s.owners.Drop(ctx, pins...) // a failure is retried, and made durable by the fan-out job below
+	if len(e.pins) > 0 {
+		_ = s.owners.Drop(ctx, e.pins...) // a failure is retried, and made durable by the fan-out job below
 	}
-	for _, pin := range pins {
-		s.feed.Enqueue(fanout.Job{Pin: pin, Author: owner, Remove: true, Outbox: true})
+	for _, pin := range e.pins {
+		s.feed.Enqueue(fanout.Job{Pin: pin, Author: e.owner, Remove: true, Outbox: true})
 	}
-	if typ == idcodec.TypeUser {
-		s.releaseUsername(ctx, op, usernameKey(username), id)
+	if e.username != "" {
+		s.releaseUsername(ctx, op, usernameKey(e.username), id)
 	}
-	for _, p := range settles {
+	for _, p := range e.settles {
 		if err := s.settle(ctx, op, p); err != nil && !model.IsCode(err, model.ENotFound) {
 			return err
 		}
 	}
-	for _, p := range drains {
+	for _, p := range e.drains {
 		if err := s.drainList(ctx, op, p); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// deleted is what a delete's transaction leaves to do once it has
+// committed.
+type deleted struct {
+	pins            []uint64        // pins deleted whose likes must go
+	owner           uint64          // their owner, whose followers' feeds hold them
+	username        string          // a deleted user's name, to release
+	drains, settles []shardsql.Pair // lists to empty; saves whose source's list must lose them
+}
+
+// An unlinker takes a deleted object of one type (id, its last live
+// document d) out of its lists inside the delete's transaction, and
+// records in e what must follow the commit.
+type unlinker func(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, id uint64, d model.Doc, e *deleted) error
+
+// unlinkers lists, per type, what deleting an object of it does (Delete).
+var unlinkers = [...]unlinker{
+	idcodec.TypePin:   unlinkPin,
+	idcodec.TypeBoard: unlinkBoard,
+	idcodec.TypeSection: func(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, id uint64, d model.Doc, _ *deleted) error {
+		return dropSection(ctx, tx, op, sh, d.(*model.SectionDoc), id)
+	},
+	idcodec.TypeComment: func(ctx context.Context, tx *shardsql.Tx, _ string, sh topology.Shard, id uint64, d model.Doc, _ *deleted) error {
+		_, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.PinComments, uint64(d.(*model.CommentDoc).PinID), id)
+		return err
+	},
+	idcodec.TypeUser: func(_ context.Context, _ *shardsql.Tx, _ string, _ topology.Shard, id uint64, d model.Doc, e *deleted) error {
+		e.username = d.(*model.UserDoc).Username
+		for _, m := range []model.Mapping{model.UserFollowing, model.UserFollowers, model.UserLikes, model.UserBoards} {
+			e.drains = append(e.drains, drainMark(m, id))
+		}
+		return nil
+	},
+}
+
+// unlinkPin takes a deleted pin out of its board's, owner's and section's
+// lists and its source's saves.
+func unlinkPin(ctx context.Context, tx *shardsql.Tx, _ string, sh topology.Shard, id uint64, doc model.Doc, e *deleted) error {
+	d := doc.(*model.PinDoc)
+	e.pins, e.owner = append(e.pins, id), uint64(d.OwnerID)
+	var err error
+	if e.settles, err = unsave(ctx, tx, sh, d, id); err != nil {
+		return err
+	}
+	if err := unlistPin(ctx, tx, sh, uint64(d.BoardID), e.owner, id, d.Secret); err != nil {
+		return err
+	}
+	return unsection(ctx, tx, sh, d, id)
+}
+
+// unlinkBoard takes a deleted board out of its owner's list and deletes
+// its pins and sections.
+func unlinkBoard(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, id uint64, doc model.Doc, e *deleted) error {
+	d := doc.(*model.BoardDoc)
+	removed, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserBoards, uint64(d.OwnerID), id)
+	if err != nil {
+		return err
+	}
+	if removed && d.Secret {
+		if err := shardsql.AddSecret(ctx, tx, sh.DB, model.UserBoards, uint64(d.OwnerID), -1); err != nil {
+			return err
+		}
+	}
+	e.owner = uint64(d.OwnerID)
+	if e.pins, e.settles, err = deleteBoardPins(ctx, tx, op, sh, id, e.owner, d.Secret); err != nil {
+		return err
+	}
+	return deleteBoardSections(ctx, tx, op, sh, id)
 }
 
 // drainMark is the pair_outbox mark of "empty the list m of obj": to_id 0,
