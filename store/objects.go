@@ -108,11 +108,8 @@ func (s *Store) createPin(ctx context.Context, op string, doc model.PinDoc, acto
 		}
 		board := bd.(*model.BoardDoc)
 		doc.OwnerID, doc.Secret = board.OwnerID, board.Secret
-		if actor != 0 && uint64(doc.OwnerID) != actor {
-			if board.Secret {
-				return model.Object{}, false, notFound(op, idcodec.TypeBoard) // another user's secret board: as if missing
-			}
-			return model.Object{}, false, model.Wrap(op, model.EForbidden, "a user token may only pin on its own user's boards", nil)
+		if err := actsOnBoard(op, board, actor, "a user token may only pin on its own user's boards"); err != nil {
+			return model.Object{}, false, err
 		}
 		if doc.SectionID != 0 {
 			if err := checkSection(ctx, tx, op, sh, uint64(doc.SectionID), uint64(doc.BoardID)); err != nil {
@@ -167,6 +164,19 @@ func (s *Store) createPin(ctx context.Context, op string, doc model.PinDoc, acto
 		}
 	}
 	return obj, created, err
+}
+
+// actsOnBoard checks that actor (0: a service token) may add to board, as
+// its transaction read it: another user's secret board is ENotFound, as
+// if missing; their public one EForbidden with refusal.
+func actsOnBoard(op string, board *model.BoardDoc, actor uint64, refusal string) error {
+	if actor == 0 || uint64(board.OwnerID) == actor {
+		return nil
+	}
+	if board.Secret {
+		return notFound(op, idcodec.TypeBoard)
+	}
+	return model.Wrap(op, model.EForbidden, refusal, nil)
 }
 
 // CreateComment places the comment on its pin's shard and adds it to

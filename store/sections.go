@@ -51,11 +51,8 @@ func (s *Store) CreateSection(ctx context.Context, doc model.SectionDoc, actor u
 		}
 		b := bd.(*model.BoardDoc)
 		doc.OwnerID, doc.Secret = b.OwnerID, b.Secret
-		if actor != 0 && uint64(b.OwnerID) != actor {
-			if b.Secret {
-				return model.Object{}, false, notFound(op, idcodec.TypeBoard)
-			}
-			return model.Object{}, false, model.Wrap(op, model.EForbidden, "a user token may only add sections to its own user's boards", nil)
+		if err := actsOnBoard(op, b, actor, "a user token may only add sections to its own user's boards"); err != nil {
+			return model.Object{}, false, err
 		}
 		raw, err := s.marshalDoc(op, &doc)
 		if err != nil {
@@ -103,7 +100,9 @@ func (s *Store) SetPinSection(ctx context.Context, pin, section uint64) (model.O
 		}
 	}
 	var obj model.Object
-	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+	// Idempotent, so run again when a deadlock with a section's delete
+	// (which locks the section, then its pins) picks it.
+	err = s.inRetryTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 		r, _, err := shardsql.ReadObjectCounted(ctx, tx, sh.DB, idcodec.TypePin, local, 0, shardsql.ForUpdate)
 		d, err := liveDoc(op, idcodec.TypePin, r, err)
 		if err != nil {
