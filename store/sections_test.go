@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/pinstore/pinstore/idcodec"
@@ -227,5 +228,61 @@ func TestSectionsFollowTheirBoardsSecret(t *testing.T) {
 	}
 	if _, err := s.CreateSection(ctx, model.SectionDoc{BoardID: model.ID(board), Name: "x"}, bob); !model.IsCode(err, model.EForbidden) {
 		t.Fatalf("bob adds a section to ann's public board: %v", err)
+	}
+}
+
+// Racing moves of one pin leave it in exactly one section, the one its
+// document names; racing creates each take a place of their own.
+func TestSectionsUnderRaces(t *testing.T) {
+	s, _ := openTest(t)
+	ann := mustUser(t, s, "ann")
+	board := mustBoard(t, s, ann)
+	secs := make([]uint64, 8)
+	var wg sync.WaitGroup
+	errs := make(chan error, 64)
+	for i := range secs {
+		wg.Go(func() {
+			o, err := s.CreateSection(ctx, model.SectionDoc{BoardID: model.ID(board), Name: "s"}, 0)
+			if err != nil {
+				errs <- err
+				return
+			}
+			secs[i] = o.ID
+		})
+	}
+	wg.Wait()
+	pin := mustPin(t, s, board)
+	for i := range 32 {
+		wg.Go(func() {
+			to := secs[i%len(secs)]
+			if i%5 == 0 {
+				to = 0
+			}
+			if _, err := s.SetPinSection(ctx, pin, to); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	listed := all(t, s, model.BoardSections, board, 3, true)
+	if len(listed) != len(secs) || count(t, s, model.BoardSections, board) != int64(len(secs)) {
+		t.Fatalf("%d sections listed, count %d, want %d", len(listed), count(t, s, model.BoardSections, board), len(secs))
+	}
+	var in []uint64
+	for _, sec := range secs {
+		if n := count(t, s, model.SectionPins, sec); n > 0 {
+			in = append(in, sec)
+			if got := all(t, s, model.SectionPins, sec, 10, true); n != 1 || !slices.Equal(got, []uint64{pin}) {
+				t.Fatalf("section %d holds %v (count %d)", sec, got, n)
+			}
+		}
+	}
+	named := sectionOf(t, s, pin)
+	if len(in) > 1 || (named == 0) != (len(in) == 0) || (named != 0 && in[0] != named) {
+		t.Fatalf("the pin names section %d and is listed in %v", named, in)
 	}
 }
