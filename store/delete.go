@@ -40,7 +40,10 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		return model.Wrap(op, model.EInvalid, "objects of type "+typ.String()+" cannot be deleted", nil)
 	}
 	var e deleted
-	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+	// Run again on a deadlock (a section's delete and a move of one of its
+	// pins lock the pin and the section in opposite orders): the
+	// transaction starts over from the object's row.
+	err = s.inRetryTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 		e = deleted{}
 		d, err := markDeleted(ctx, tx, op, sh, typ, local, ifVersion)
 		if err != nil {
