@@ -163,10 +163,12 @@ func routePattern(r *http.Request) string {
 }
 
 // observe is the outermost middleware, in one function so a request pays
-// for one wrapper, one context value and two clock reads:
+// for one wrapper, one copy of the request and two clock reads:
 //   - the request id: a sane incoming X-Request-Id or a new one, in the
 //     context (RequestID) and echoed in the response;
 //   - the Date header, from dateHeader rather than net/http;
+//   - the consistency token of a /v1 request in and the response's out
+//     (beginConsistency), in the same context: one copy of the request;
 //   - panic recovery: a handler's panic becomes a logged 500 problem
 //     (http.ErrAbortHandler is re-panicked, which net/http uses to abort
 //     quietly, and neither counted nor logged);
@@ -185,7 +187,8 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		h := w.Header()
 		h[RequestIDHeader] = sw.idHeader[:] // canonical already: no Set
 		h["Date"] = s.date.at(start)
-		r = r.WithContext(context.WithValue(r.Context(), requestIDKey, sw))
+		ctx, cerr := s.beginConsistency(r.Context(), sw, r)
+		r = r.WithContext(context.WithValue(ctx, requestIDKey, sw))
 		defer func() {
 			if rec := recover(); rec != nil {
 				if rec == http.ErrAbortHandler {
@@ -199,6 +202,10 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			}
 			s.record(sw, r, start)
 		}()
+		if cerr != nil {
+			writeError(sw, r, s.logger, cerr)
+			return
+		}
 		next.ServeHTTP(sw, r)
 	})
 }
