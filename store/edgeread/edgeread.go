@@ -1,6 +1,6 @@
 // Package edgeread coalesces edge checks (is each of these ids on this
 // user's list?) on one MySQL host, the way pointread coalesces reads by
-// id.
+// id, through package lanes.
 //
 // A Queue serves one host. At most Lanes statements of checks are out to
 // the host at once; a check that finds a lane free goes alone and at once,
@@ -15,13 +15,13 @@ package edgeread
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pinstore/pinstore/internal/metrics"
+	"github.com/pinstore/pinstore/store/lanes"
 	"github.com/pinstore/pinstore/store/shardsql"
 )
 
@@ -38,10 +38,7 @@ type Check struct {
 
 	Found map[uint64]bool // the ids of Tos on the list
 
-	err   error
-	taken bool     // guarded by Queue.mu: in a statement, so it can no longer leave the queue
-	lead  []*Check // set before done fires when this check is to run the statement for them
-	done  chan struct{}
+	err error
 }
 
 // Config tunes every host's queue.
@@ -53,11 +50,7 @@ type Config struct {
 
 // Queue is one host's edge checks.
 type Queue struct {
-	db    *sqlx.DB
-	cfg   Config
-	mu    sync.Mutex
-	busy  int // statements out
-	queue []*Check
+	lanes *lanes.Queue[*Check]
 }
 
 // NewQueue returns the queue of the host behind db.
@@ -65,49 +58,20 @@ func NewQueue(db *sqlx.DB, cfg Config) *Queue {
 	if cfg.Lanes <= 0 {
 		cfg.Lanes = DefaultLanes
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Second
-	}
-	return &Queue{db: db, cfg: cfg}
+	return &Queue{lanes: lanes.New(lanes.Config{Lanes: cfg.Lanes, Timeout: cfg.Timeout, MaxBatch: maxBatch}, lanes.Ops[*Check]{
+		Alone: func(ctx context.Context, c *Check) { c.runAlone(ctx, db) },
+		Batch: func(ctx context.Context, cs []*Check) error { return runBatch(ctx, db, cs) },
+		Fail:  func(c *Check, err error) { c.Found, c.err = nil, err },
+		Count: cfg.Stats.add,
+	})}
 }
 
 // Do runs c, alone or with the checks queued behind it, into c.Found.
 // Errors are the driver's, unclassified. A caller whose ctx ends while its
 // check waits in the queue leaves it with ctx.Err().
 func (q *Queue) Do(ctx context.Context, c *Check) error {
-	q.mu.Lock()
-	if q.busy < q.cfg.Lanes {
-		q.busy++
-		q.mu.Unlock()
-		q.cfg.Stats.add(1)
-		c.runAlone(ctx, q.db)
-		q.next()
-		return c.err
-	}
-	c.done = make(chan struct{}, 1)
-	q.queue = append(q.queue, c)
-	q.mu.Unlock()
-	select {
-	case <-c.done:
-	case <-ctx.Done():
-		q.mu.Lock()
-		if !c.taken {
-			for i, w := range q.queue {
-				if w == c {
-					q.queue = append(q.queue[:i], q.queue[i+1:]...)
-					break
-				}
-			}
-			q.mu.Unlock()
-			return ctx.Err()
-		}
-		// Already in a statement (perhaps as the one to run it): see it through.
-		q.mu.Unlock()
-		<-c.done
-	}
-	if c.lead != nil {
-		q.runBatch(c.lead, c)
-		q.next()
+	if err := q.lanes.Do(ctx, c); err != nil {
+		return err
 	}
 	return c.err
 }
@@ -121,68 +85,14 @@ func (c *Check) runAlone(ctx context.Context, db *sqlx.DB) {
 	c.Found, c.err = shardsql.ListedAmong(ctx, db, c.DB, c.M, c.From, c.Tos)
 }
 
-// next is called when a statement is done: it hands the lane to the first
-// queued check, with the queue as its batch, or frees it.
-func (q *Queue) next() {
-	q.mu.Lock()
-	if len(q.queue) == 0 {
-		q.busy--
-		q.mu.Unlock()
-		return
-	}
-	n := min(len(q.queue), maxBatch)
-	batch := make([]*Check, n)
-	copy(batch, q.queue)
-	q.queue = append(q.queue[:0], q.queue[n:]...)
-	for _, c := range batch {
-		c.taken = true
-	}
-	q.mu.Unlock()
-	batch[0].lead = batch
-	batch[0].done <- struct{}{}
-}
-
-// runBatch runs every check of batch in one statement and hands each its
-// result; self, the check running it, is not signalled. The statement
-// runs under its own deadline: the checks of other requests hang on it, so
-// one caller's cancellation must not fail them.
-func (q *Queue) runBatch(batch []*Check, self *Check) {
-	q.cfg.Stats.add(len(batch))
-	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.Timeout)
-	defer cancel()
-	defer func() {
-		for _, c := range batch {
-			if c != self {
-				c.done <- struct{}{}
-			}
-		}
-	}()
-	if len(batch) == 1 {
-		batch[0].runAlone(ctx, q.db)
-		return
-	}
+// runBatch runs every check of batch in one statement.
+func runBatch(ctx context.Context, db *sqlx.DB, batch []*Check) error {
 	checks := make([]shardsql.Listed, len(batch))
 	for i, c := range batch {
 		checks[i] = c.Listed
 		c.Found = make(map[uint64]bool)
 	}
-	err := shardsql.ListedAmongEach(ctx, q.db, checks, func(i int, to uint64) { batch[i].Found[to] = true })
-	if shardsql.Refused(err) {
-		// The server answered but refused the statement, e.g. a table of
-		// one shard missing: run each check alone, so only the checks that
-		// depend on the fault fail.
-		var wg sync.WaitGroup
-		for _, c := range batch {
-			wg.Go(func() { c.runAlone(ctx, q.db) })
-		}
-		wg.Wait()
-		return
-	}
-	if err != nil {
-		for _, c := range batch {
-			c.Found, c.err = nil, err
-		}
-	}
+	return shardsql.ListedAmongEach(ctx, db, checks, func(i int, to uint64) { batch[i].Found[to] = true })
 }
 
 // Stats counts edge checks and the statements that ran them.

@@ -8,7 +8,6 @@ import (
 	"os"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
@@ -65,7 +64,7 @@ func addEdge(t testing.TB, db *sqlx.DB, d shardsql.DB, m model.Mapping, from, to
 }
 
 func check(d shardsql.DB, m model.Mapping, from uint64, tos ...uint64) *Check {
-	return &Check{Listed: shardsql.Listed{DB: d, M: m, From: from, Tos: tos}, done: make(chan struct{}, 1)}
+	return &Check{Listed: shardsql.Listed{DB: d, M: m, From: from, Tos: tos}}
 }
 
 // One statement for checks on two shards, two lists, the same user twice
@@ -87,7 +86,7 @@ func TestBatchAnswersEachCheckAsAlone(t *testing.T) {
 		check(dbs[1], model.UserFollowing, 1, 100),
 	}
 	q := NewQueue(db, Config{})
-	q.runBatch(batch, nil)
+	q.lanes.Run(batch)
 	for i, c := range batch {
 		alone := check(c.DB, c.M, c.From, c.Tos...)
 		alone.runAlone(ctx, db)
@@ -112,7 +111,7 @@ func TestBatchIsolatesABrokenShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	good, bad := check(dbs[1], model.UserLikes, 7, 70, 71), check(dbs[0], model.UserLikes, 7, 70)
-	NewQueue(db, Config{}).runBatch([]*Check{good, bad}, nil)
+	NewQueue(db, Config{}).lanes.Run([]*Check{good, bad})
 	if good.err != nil || !maps.Equal(good.Found, map[uint64]bool{70: true}) {
 		t.Fatalf("check on the healthy shard: %v, %v", good.Found, good.err)
 	}
@@ -165,25 +164,4 @@ func TestConcurrentChecksShareStatementsAndSeeTheirWrites(t *testing.T) {
 		t.Fatalf("%v statements for %v checks: none shared", statements, checks)
 	}
 	t.Logf("%v checks in %v statements", checks, statements)
-}
-
-// A caller whose context ends while its check waits leaves the queue and
-// gets its context's error; the lane's statement is not disturbed.
-func TestCheckLeavesTheQueueWhenCancelled(t *testing.T) {
-	db, dbs := shards(t, 1)
-	q := NewQueue(db, Config{Lanes: 1})
-	q.mu.Lock()
-	q.busy = 1 // the lane is taken
-	q.mu.Unlock()
-	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	defer cancel()
-	c := &Check{Listed: shardsql.Listed{DB: dbs[0], M: model.UserLikes, From: 1, Tos: []uint64{2}}}
-	if err := q.Do(cctx, c); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("got %v, want the context's deadline", err)
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if len(q.queue) != 0 {
-		t.Fatalf("%d checks left queued", len(q.queue))
-	}
 }
