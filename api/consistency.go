@@ -26,39 +26,33 @@ type Consistency interface {
 	Token(ctx context.Context) string
 }
 
-// consistency is the middleware of consistency tokens on /v1 routes: it
-// puts the request's token in its context (400 when it does not parse)
-// and sets the response's token on a 2xx response when its status is
-// written (statusWriter.beforeStatus): after the writes have committed.
-func (s *Server) consistency(next http.Handler) http.Handler {
-	if s.tokens == nil {
-		return next
+// beginConsistency is the consistency token of a request to a /v1 route,
+// which observe runs before anything else so the request's context is
+// built once: it puts the token the request sent in ctx (an EInvalid
+// error when it does not parse) and has sw set the response's token on a
+// 2xx response when its status is written (statusWriter.beforeStatus):
+// after the writes have committed. Other routes, and servers without
+// Consistency, keep ctx as it is.
+func (s *Server) beginConsistency(ctx context.Context, sw *statusWriter, r *http.Request) (context.Context, error) {
+	if s.tokens == nil || !strings.HasPrefix(r.URL.Path, "/v1/") {
+		return ctx, nil
 	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !strings.HasPrefix(r.URL.Path, "/v1/") {
-			next.ServeHTTP(w, r)
-			return
-		}
-		write := r.Method != http.MethodGet && r.Method != http.MethodHead
-		ctx, err := s.tokens.Begin(r.Context(), write, r.Header.Get(ConsistencyHeader))
-		if err != nil {
-			writeError(w, r, s.logger, model.Wrap("api.consistency", model.EInvalid, ConsistencyHeader+": "+err.Error(), err))
-			return
-		}
-		if !write && len(r.Header[ConsistencyHeader]) == 0 {
-			// A read that sent no token commits nothing: its response
-			// carries none.
-			next.ServeHTTP(w, r.WithContext(ctx))
-			return
-		}
-		sw := recorder(w)
-		sw.beforeStatus = func(status int) {
-			if status >= 200 && status < 300 {
-				if t := s.tokens.Token(ctx); t != "" {
-					sw.Header().Set(ConsistencyHeader, t)
-				}
+	write := r.Method != http.MethodGet && r.Method != http.MethodHead
+	ctx, err := s.tokens.Begin(ctx, write, r.Header.Get(ConsistencyHeader))
+	if err != nil {
+		return ctx, model.Wrap("api.consistency", model.EInvalid, ConsistencyHeader+": "+err.Error(), err)
+	}
+	if !write && len(r.Header[ConsistencyHeader]) == 0 {
+		// A read that sent no token commits nothing: its response
+		// carries none.
+		return ctx, nil
+	}
+	sw.beforeStatus = func(status int) {
+		if status >= 200 && status < 300 {
+			if t := s.tokens.Token(ctx); t != "" {
+				sw.Header().Set(ConsistencyHeader, t)
 			}
 		}
-		next.ServeHTTP(sw, r.WithContext(ctx))
-	})
+	}
+	return ctx, nil
 }

@@ -3,10 +3,13 @@ package api
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pinstore/pinstore/store/replicas"
 )
@@ -49,8 +52,8 @@ func TestConsistencyMiddleware(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := &fakeTokens{}
-			s := &Server{tokens: f, logger: slog.New(slog.DiscardHandler)}
-			h := s.consistency(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s := observingServer(t, f)
+			h := s.observe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				w.WriteHeader(tt.status)
 			}))
 			req := httptest.NewRequest(tt.method, tt.path, nil)
@@ -67,19 +70,32 @@ func TestConsistencyMiddleware(t *testing.T) {
 	}
 }
 
-// BenchmarkConsistencyMiddleware is what the middleware adds, with the
-// tokens of package replicas, to a read that sends no token (the common
-// request) and to a write.
+// observingServer is a Server with only what observe needs, and tokens.
+func observingServer(tb testing.TB, tokens Consistency) *Server {
+	tb.Helper()
+	m, err := newHTTPMetrics(prometheus.NewRegistry())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &Server{tokens: tokens, logger: slog.New(slog.DiscardHandler), accessLog: io.Discard, metrics: m}
+}
+
+// BenchmarkConsistencyMiddleware is the outermost middleware (observe)
+// without consistency tokens and with those of package replicas, for a
+// read that sends no token (the common request) and for a write.
 func BenchmarkConsistencyMiddleware(b *testing.B) {
-	for _, tt := range []struct{ name, method string }{{"read", http.MethodGet}, {"write", http.MethodPost}} {
+	for _, tt := range []struct {
+		name, method string
+		tokens       Consistency
+	}{{"read-none", http.MethodGet, nil}, {"read", http.MethodGet, replicas.Tokens{}}, {"write", http.MethodPost, replicas.Tokens{}}} {
 		b.Run(tt.name, func(b *testing.B) {
-			s := &Server{tokens: replicas.Tokens{}, logger: slog.New(slog.DiscardHandler)}
-			h := s.consistency(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+			s := observingServer(b, tt.tokens)
+			h := s.observe(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
 			req := httptest.NewRequest(tt.method, "/v1/pins/1", nil)
-			w := &statusWriter{ResponseWriter: httptest.NewRecorder()}
+			w := &discardWriter{h: http.Header{}}
 			b.ReportAllocs()
 			for b.Loop() {
-				w.status = 0
+				clear(w.h)
 				h.ServeHTTP(w, req)
 			}
 		})

@@ -170,3 +170,36 @@ func TestRequestIDs(t *testing.T) {
 		t.Fatalf("incoming id echoed as %q", got)
 	}
 }
+
+// Every response carries one Date header of the second it was served in,
+// in net/http's format, through a real server: the value made once a
+// second replaces net/http's own, never adds a second one.
+func TestDateHeader(t *testing.T) {
+	s, _, _ := newTestServer(t, &fakeStore{})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	for range 3 {
+		before := time.Now().Truncate(time.Second)
+		res, err := http.Get(srv.URL + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = res.Body.Close()
+		after := time.Now()
+		got := res.Header.Values("Date")
+		if len(got) != 1 {
+			t.Fatalf("Date headers %q, want one", got)
+		}
+		at, err := http.ParseTime(got[0])
+		if err != nil || got[0] != at.UTC().Format(http.TimeFormat) || at.Before(before) || at.After(after) {
+			t.Fatalf("Date %q (%v) not the second served in [%v, %v]", got[0], err, before, after)
+		}
+		time.Sleep(600 * time.Millisecond)
+	}
+	var d dateHeader
+	t0 := time.Date(2026, 11, 26, 8, 0, 1, 200, time.FixedZone("CET", 3600))
+	a, b, c := d.at(t0), d.at(t0.Add(500*time.Millisecond)), d.at(t0.Add(time.Second))
+	if a[0] != "Thu, 26 Nov 2026 07:00:01 GMT" || &a[0] != &b[0] || c[0] != "Thu, 26 Nov 2026 07:00:02 GMT" || cap(a) != 1 {
+		t.Fatalf("same second %q %q, next %q", a, b, c)
+	}
+}

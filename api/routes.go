@@ -98,10 +98,7 @@ func (s *Server) routeTable() []route {
 // declares no permission, or no visibility that can hold (checkVisibility).
 func (s *Server) newRouter(auth func(http.Handler) http.Handler, table []route) (chi.Router, error) {
 	r := chi.NewRouter()
-	r.Use(
-		s.observe,     // request id, panic recovery, metrics, access log
-		s.consistency, // the request's consistency token in, the response's out
-	)
+	r.Use(s.observe) // request id, consistency token, panic recovery, metrics, access log
 	r.NotFound(s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return errorf(model.ENotFound, "no route for %s", r.URL.Path)
 	}))

@@ -86,6 +86,7 @@ type Server struct {
 	metrics   *httpMetrics
 	prom      http.Handler // /metrics
 	router    chi.Router
+	date      dateHeader // the Date header of this second (middleware.go)
 }
 
 var _ http.Handler = (*Server)(nil)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/edgeread"
 	"github.com/pinstore/pinstore/store/shardsql"
 	"github.com/pinstore/pinstore/store/topology"
 )
@@ -317,12 +318,12 @@ func (s *Store) HasMany(ctx context.Context, m model.Mapping, from uint64, tos [
 	if len(tos) == 0 {
 		return out, nil
 	}
-	in, err := shardsql.ListedAmong(ctx, s.reader(ctx, sh).DB, sh.DB, m, from, tos) // replica hook
-	if err != nil {
+	c := &edgeread.Check{Listed: shardsql.Listed{DB: sh.DB, M: m, From: from, Tos: tos}}
+	if err := s.edges.on(s.reader(ctx, sh).DB).Do(ctx, c); err != nil { // replica hook
 		return nil, classify(op, sh, err)
 	}
 	for i, id := range tos {
-		out[i] = in[id]
+		out[i] = c.Found[id]
 	}
 	return out, nil
 }

@@ -50,6 +50,7 @@ import (
 
 	"github.com/pinstore/pinstore/internal/metrics"
 	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/edgeread"
 	"github.com/pinstore/pinstore/store/fanout"
 	"github.com/pinstore/pinstore/store/objcache"
 	"github.com/pinstore/pinstore/store/ownercache"
@@ -132,6 +133,7 @@ type Store struct {
 	cursor    cursorCodec
 	feed      *fanout.Fanout
 	readStats *pointread.Stats
+	edges     edgeQueues // edge checks coalesced per pool (edges.go)
 
 	redis      redis.UniversalClient // nil when the cache is disabled
 	ownerCache *ownercache.Cache
@@ -177,6 +179,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		cfg.Logger.Warn("PINSTORE_CURSOR_SECRET is not set: list cursors are signed with a random key and stop working when this process restarts")
 	}
 	s := &Store{cfg: cfg, log: cfg.Logger, cursor: cursorCodec{key: cfg.CursorSecret}, readStats: pointread.NewStats(cfg.Registerer)}
+	s.edges.cfg = edgeread.Config{Lanes: cfg.PointReadLanes, Timeout: cfg.QueryTimeout, Stats: edgeread.NewStats(cfg.Registerer)}
 	var err error
 	s.router, err = topology.New(cfg.Map, topology.Config{
 		MapFile:  cfg.MapFile,

@@ -108,7 +108,7 @@ func (b *baseline) cacheGet(ctx context.Context, id uint64) error {
 	if err != nil {
 		return fmt.Errorf("redis limit: GET of %d: %w", id, err)
 	}
-	if len(v) == 0 || v[0] != 'V' {
+	if !isEntry(v) {
 		return fmt.Errorf("redis limit: the entry of %d is not an object (a lease?)", id)
 	}
 	return nil
@@ -123,12 +123,16 @@ func (b *baseline) cacheMGet(ctx context.Context, keys []string) error {
 		return fmt.Errorf("redis limit: MGET: %w", err)
 	}
 	for i, v := range vals {
-		if s, ok := v.(string); ok && (len(s) == 0 || s[0] != 'V') {
+		if s, ok := v.(string); ok && !isEntry([]byte(s)) {
 			return fmt.Errorf("redis limit: %s is not an object (a lease?)", keys[i])
 		}
 	}
 	return nil
 }
+
+// isEntry reports whether a cache value is an object's entry ('F', or 'V'
+// of the layout before flags), not a lease.
+func isEntry(v []byte) bool { return len(v) > 0 && (v[0] == 'F' || v[0] == 'V') }
 
 // cacheKeys are the object cache's keys of ids.
 func (b *baseline) cacheKeys(ids []uint64) []string {

@@ -9,13 +9,12 @@
 // of what one statement per row does, which is what a busy server is
 // short of. A statement the server refuses (a shard's table missing) is
 // redone one read at a time, so only the reads that depend on the fault
-// fail.
+// fail. The lanes and the queue are package lanes'.
 package pointread
 
 import (
 	"context"
 	"database/sql"
-	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -24,6 +23,7 @@ import (
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/metrics"
 	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/lanes"
 	"github.com/pinstore/pinstore/store/shardsql"
 )
 
@@ -47,10 +47,7 @@ type Read struct {
 	Row shardsql.Row // the row read, with its counts
 	N   int64        // the length of list Count
 
-	err   error   // sql.ErrNoRows when there is no such row
-	taken bool    // guarded by Queue.mu: in a statement, so it can no longer leave the queue
-	lead  []*Read // set before done fires when this reader is to run the statement for them
-	done  chan struct{}
+	err error // sql.ErrNoRows when there is no such row
 }
 
 // Config tunes every host's queue.
@@ -62,11 +59,7 @@ type Config struct {
 
 // Queue is one host's reads by id.
 type Queue struct {
-	db    *sqlx.DB
-	cfg   Config
-	mu    sync.Mutex
-	busy  int // statements out
-	queue []*Read
+	lanes *lanes.Queue[*Read]
 }
 
 // NewQueue returns the queue of the host behind db.
@@ -74,10 +67,12 @@ func NewQueue(db *sqlx.DB, cfg Config) *Queue {
 	if cfg.Lanes <= 0 {
 		cfg.Lanes = DefaultLanes
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Second
-	}
-	return &Queue{db: db, cfg: cfg}
+	return &Queue{lanes: lanes.New(lanes.Config{Lanes: cfg.Lanes, Timeout: cfg.Timeout, MaxBatch: maxBatch}, lanes.Ops[*Read]{
+		Alone: func(ctx context.Context, r *Read) { r.readAlone(ctx, db) },
+		Batch: func(ctx context.Context, rs []*Read) error { return readBatch(ctx, db, rs) },
+		Fail:  func(r *Read, err error) { r.err = err },
+		Count: cfg.Stats.add,
+	})}
 }
 
 // Do reads r's row (and count), alone or with the reads queued behind it,
@@ -85,39 +80,8 @@ func NewQueue(db *sqlx.DB, cfg Config) *Queue {
 // driver's, unclassified. A caller whose ctx ends while its read waits in
 // the queue leaves it with ctx.Err().
 func (q *Queue) Do(ctx context.Context, r *Read) error {
-	q.mu.Lock()
-	if q.busy < q.cfg.Lanes {
-		q.busy++
-		q.mu.Unlock()
-		q.cfg.Stats.add(1)
-		r.readAlone(ctx, q.db)
-		q.next()
-		return r.err
-	}
-	r.done = make(chan struct{}, 1)
-	q.queue = append(q.queue, r)
-	q.mu.Unlock()
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-		q.mu.Lock()
-		if !r.taken {
-			for i, w := range q.queue {
-				if w == r {
-					q.queue = append(q.queue[:i], q.queue[i+1:]...)
-					break
-				}
-			}
-			q.mu.Unlock()
-			return ctx.Err()
-		}
-		// Already in a statement (perhaps as the one to run it): see it through.
-		q.mu.Unlock()
-		<-r.done
-	}
-	if r.lead != nil {
-		q.runBatch(r.lead, r)
-		q.next()
+	if err := q.lanes.Do(ctx, r); err != nil {
+		return err
 	}
 	return r.err
 }
@@ -131,65 +95,6 @@ func (r *Read) part() shardsql.ObjectSelect {
 // select, which costs the driver and the server less than a batch's.
 func (r *Read) readAlone(ctx context.Context, db *sqlx.DB) {
 	r.Row, r.N, r.err = shardsql.ReadObjectCounted(ctx, db, r.DB, r.Type, r.Local, r.Count, shardsql.NoLock)
-}
-
-// next is called when a statement is done: it hands the lane to the first
-// queued reader, with the queue as its batch, or frees it.
-func (q *Queue) next() {
-	q.mu.Lock()
-	if len(q.queue) == 0 {
-		q.busy--
-		q.mu.Unlock()
-		return
-	}
-	n := min(len(q.queue), maxBatch)
-	batch := make([]*Read, n)
-	copy(batch, q.queue)
-	q.queue = append(q.queue[:0], q.queue[n:]...)
-	for _, r := range batch {
-		r.taken = true
-	}
-	q.mu.Unlock()
-	batch[0].lead = batch
-	batch[0].done <- struct{}{}
-}
-
-// runBatch reads every row of batch in one statement and hands each
-// reader its result; self, the reader running it, is not signalled. The
-// statement runs under its own deadline: the reads of other requests hang
-// on it, so one caller's cancellation must not fail them.
-func (q *Queue) runBatch(batch []*Read, self *Read) {
-	q.cfg.Stats.add(len(batch))
-	ctx, cancel := context.WithTimeout(context.Background(), q.cfg.Timeout)
-	defer cancel()
-	defer func() {
-		for _, r := range batch {
-			if r != self {
-				r.done <- struct{}{}
-			}
-		}
-	}()
-	if len(batch) == 1 {
-		batch[0].readAlone(ctx, q.db)
-		return
-	}
-	err := readBatch(ctx, q.db, batch)
-	if shardsql.Refused(err) {
-		// The server answered but refused the statement, e.g. a table of
-		// one shard missing: read each row alone, so only the reads that
-		// depend on the fault fail.
-		var wg sync.WaitGroup
-		for _, r := range batch {
-			wg.Go(func() { r.readAlone(ctx, q.db) })
-		}
-		wg.Wait()
-		return
-	}
-	if err != nil {
-		for _, r := range batch {
-			r.err = err
-		}
-	}
 }
 
 // key names a read across the shards of one host: a row, and which list

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
@@ -72,9 +71,9 @@ func TestBatchIsolatesABrokenShard(t *testing.T) {
 		t.Fatal(err)
 	}
 	q := NewQueue(db, Config{})
-	g := &Read{DB: dbs[1], Type: idcodec.TypeUser, Local: good, done: make(chan struct{}, 1)}
-	b := &Read{DB: dbs[0], Type: idcodec.TypeUser, Local: bad, done: make(chan struct{}, 1)}
-	q.runBatch([]*Read{g, b}, nil)
+	g := &Read{DB: dbs[1], Type: idcodec.TypeUser, Local: good}
+	b := &Read{DB: dbs[0], Type: idcodec.TypeUser, Local: bad}
+	q.lanes.Run([]*Read{g, b})
 	var myErr *mysql.MySQLError
 	if g.err != nil || g.Row.Version != 1 || !bytes.Contains(g.Row.Doc, []byte(`"username":"x"`)) {
 		t.Fatalf("read on the healthy shard: %+v, %v", g.Row, g.err)
@@ -85,42 +84,5 @@ func TestBatchIsolatesABrokenShard(t *testing.T) {
 	// Alone, through Do, the broken shard's read fails the same way.
 	if err := q.Do(ctx, &Read{DB: dbs[0], Type: idcodec.TypeUser, Local: bad}); !errors.As(err, &myErr) || myErr.Number != 1146 {
 		t.Fatalf("Do on the broken shard: %v", err)
-	}
-}
-
-// A queued read whose caller gives up leaves the queue at once, and the
-// lane works afterwards.
-func TestReadLeavesTheQueueWhenCancelled(t *testing.T) {
-	db, dbs := shards(t, 1)
-	u := insertUser(t, db, dbs[0], "x")
-	q := NewQueue(db, Config{})
-	q.mu.Lock()
-	q.busy = q.cfg.Lanes // every lane taken by statements that never end
-	q.mu.Unlock()
-	c, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	if err := q.Do(c, &Read{DB: dbs[0], Type: idcodec.TypeUser, Local: u}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Do with every lane busy: %v", err)
-	}
-	if el := time.Since(start); el > 2*time.Second {
-		t.Fatalf("the cancelled read returned after %v", el)
-	}
-	q.mu.Lock()
-	left := len(q.queue)
-	q.mu.Unlock()
-	if left != 0 {
-		t.Fatalf("%d reads left in the queue", left)
-	}
-	q.next() // one of the lanes comes free
-	r := &Read{DB: dbs[0], Type: idcodec.TypeUser, Local: u}
-	if err := q.Do(ctx, r); err != nil || r.Row.Version != 1 {
-		t.Fatalf("Do after a lane came free: %+v, %v", r.Row, err)
-	}
-	q.mu.Lock()
-	busy := q.busy
-	q.mu.Unlock()
-	if busy != q.cfg.Lanes-1 {
-		t.Fatalf("%d lanes busy, want %d", busy, q.cfg.Lanes-1)
 	}
 }
