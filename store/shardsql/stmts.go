@@ -12,15 +12,18 @@ import (
 )
 
 // Every statement of this package is declared once, at package
-// initialisation: a template in which {db} stands for the shard
-// database's name (declare), one per object type (perType, from
-// objectTables) or per mapping (perMapping, from model.Mappings) where
-// the table varies. A shard database's text of a statement is made the
-// first time that database sends it and kept (DB.sql), so a call costs a
-// look-up, not a concatenation. A statement of variable length (an IN
-// list, rows of VALUES) is a declared prefix and its placeholders
-// (placeholders). A new object type or mapping is a row of objectTables
-// or of model's mappings: its statements follow.
+// initialisation, as a template in which {db} stands for the shard
+// database's name (and base(typ) for the ID of local id 0 of a type on
+// it): declare for one text; where a table, a lock or a count varies, one
+// text per variant, from the tables that list them: perType (objectTables),
+// perMapping (model.Mappings), perListTable (the mappings' tables and the
+// feed's), perLock (the Lock clauses), perTypeLock and perTypeExtra. A
+// shard database's text of a statement is made the first time that
+// database sends it, and kept (DB.sql): a call costs a look-up, not a
+// concatenation. A statement of variable length (an IN list, rows of
+// VALUES) is a declared head and its placeholders (placeholders). So a
+// new object type or mapping is a row of objectTables or of model's
+// mappings, and its statements follow (TestEveryTypeAndMappingIsDeclared).
 
 // stmt names a declared statement.
 type stmt uint16
@@ -146,8 +149,14 @@ func (s *typeStmt) of(typ idcodec.Type) stmt { return s[typ] }
 func (s mappingStmt) of(m model.Mapping) stmt { return s[m] }
 
 // dbTexts are one database's texts of the declared statements, made on
-// first use.
-type dbTexts []atomic.Pointer[string]
+// first use, in chunks allocated on first use: a database holds only the
+// texts it sends.
+type dbTexts []atomic.Pointer[textChunk]
+
+// textChunk holds the texts of textChunkLen consecutive statements.
+type textChunk [textChunkLen]atomic.Pointer[string]
+
+const textChunkLen = 32
 
 // texts holds the dbTexts of every database sent a statement, by name.
 var texts sync.Map
@@ -156,9 +165,15 @@ var texts sync.Map
 func (db DB) sql(s stmt) string {
 	v, ok := texts.Load(db.Name)
 	if !ok {
-		v, _ = texts.LoadOrStore(db.Name, make(dbTexts, len(templates)))
+		v, _ = texts.LoadOrStore(db.Name, make(dbTexts, (len(templates)+textChunkLen-1)/textChunkLen))
 	}
-	slot := &v.(dbTexts)[s]
+	chunk := &v.(dbTexts)[s/textChunkLen]
+	c := chunk.Load()
+	if c == nil {
+		chunk.CompareAndSwap(nil, new(textChunk))
+		c = chunk.Load()
+	}
+	slot := &c[s%textChunkLen]
 	if t := slot.Load(); t != nil {
 		return *t
 	}
