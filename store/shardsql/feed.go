@@ -1,9 +1,11 @@
 package shardsql
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -71,6 +73,16 @@ func InsertFeedRows(ctx context.Context, tx sqlx.ExtContext, db DB, rows []FeedR
 			byAuthor[r.Author] = append(byAuthor[r.Author], p)
 		}
 		followers[p] = append(followers[p], r.Follower)
+	}
+	// In one order (author, pin, follower), so two transactions writing
+	// the same rows (a fan-out and a sweep redoing it) queue instead of
+	// deadlocking.
+	slices.Sort(authors)
+	for _, a := range authors {
+		slices.SortFunc(byAuthor[a], func(x, y pin) int { return cmp.Compare(x.pin, y.pin) })
+		for _, p := range byAuthor[a] {
+			slices.Sort(followers[p])
+		}
 	}
 	for _, a := range authors {
 		pins := byAuthor[a]
