@@ -41,11 +41,14 @@ func declare(text string) stmt {
 type typeStmt [len(objectTables)]stmt
 
 // perType declares text for every object type, with {table} its table.
-func perType(text string) typeStmt {
-	var s typeStmt
+func perType(text string) typeStmt { return eachType(text, declare) }
+
+// eachType is decl of text for every object type, with {table} its
+// table, by type.
+func eachType[S any](text string, decl func(string) S) (s [len(objectTables)]S) {
 	for typ, table := range objectTables {
 		if table != "" {
-			s[typ] = declare(strings.ReplaceAll(text, "{table}", table))
+			s[typ] = decl(strings.ReplaceAll(text, "{table}", table))
 		}
 	}
 	return s
@@ -83,15 +86,7 @@ type typeLockStmt [len(objectTables)]lockStmt
 
 // perTypeLock declares the read text for every object type, with {table}
 // its table, and every Lock.
-func perTypeLock(text string) typeLockStmt {
-	var s typeLockStmt
-	for typ, table := range objectTables {
-		if table != "" {
-			s[typ] = perLock(strings.ReplaceAll(text, "{table}", table))
-		}
-	}
-	return s
-}
+func perTypeLock(text string) typeLockStmt { return eachType(text, perLock) }
 
 // perTypeExtra declares, with decl, a statement for every object type and
 // every list whose length it may carry besides its own counts (extra: a
