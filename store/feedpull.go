@@ -40,10 +40,11 @@ import (
 // pullOrPush records, in a new pin's create transaction on its author's
 // shard, how the pin reaches feeds: pushed (its feed_outbox row) or
 // pulled (the author in feed_pull_authors; newly reports that this pin
-// made the record, so its followers must be told).
-func (s *Store) pullOrPush(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, pin, author uint64, seq int64, at time.Time) (pulled, newly bool, err error) {
-	n, err := shardsql.Count(ctx, tx, sh.DB, model.UserFollowers, author)
-	if err == nil && n >= s.cfg.FeedPullThreshold {
+// made the record, so its followers must be told). n is the author's
+// follower count as the transaction read it without a lock (with the
+// pin's insert: shardsql.InsertObjectCount).
+func (s *Store) pullOrPush(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, pin, author uint64, n, seq int64, at time.Time) (pulled, newly bool, err error) {
+	if n >= s.cfg.FeedPullThreshold {
 		// Pulled: read it again under a shared lock, so a follow counted
 		// meanwhile either commits first (and this pin's Pull job, which
 		// reads the followers after this commit, tells them) or waits for

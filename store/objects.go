@@ -127,7 +127,8 @@ func (s *Store) createPin(ctx context.Context, op string, doc model.PinDoc, acto
 			return model.Object{}, false, err
 		}
 		at := shardsql.Now()
-		obj, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypePin, b, model.FlagsOf(&doc), at)
+		// The author's follower count comes with the insert (pullOrPush).
+		obj, followers, err := shardsql.InsertObjectCount(ctx, tx, sh.DB, idcodec.TypePin, b, model.FlagsOf(&doc), at, shardsql.ListRef{M: model.UserFollowers, From: uint64(doc.OwnerID)})
 		if err != nil {
 			return obj, false, err
 		}
@@ -144,7 +145,7 @@ func (s *Store) createPin(ctx context.Context, op string, doc model.PinDoc, acto
 				return obj, false, err
 			}
 		}
-		if pulled, newlyPulled, err = s.pullOrPush(ctx, tx, sh, obj.ID, uint64(doc.OwnerID), seq, at); err != nil {
+		if pulled, newlyPulled, err = s.pullOrPush(ctx, tx, sh, obj.ID, uint64(doc.OwnerID), followers, seq, at); err != nil {
 			return obj, false, err
 		}
 		if save != nil {

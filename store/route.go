@@ -82,17 +82,17 @@ func (s *Store) txOn(ctx context.Context, op string, sh topology.Shard, fn func(
 	}
 	defer tx.Rollback()
 	t := shardsql.NewTx(tx)
+	var token uint64
+	if s.objects.on() {
+		// Durable with the change: the cache_outbox rows of the objects
+		// it changes go with the statements that change them, and the
+		// invalidation is resent until Redis takes it, whatever happens
+		// to this process (cache.go).
+		token = newToken()
+		t.MarkCached(sh.DB, token)
+	}
 	if err := fn(t); err != nil {
 		return classify(op, sh, err)
-	}
-	var token uint64
-	if touched := t.Touched(); len(touched) > 0 && s.objects.on() {
-		// Durable with the change: the invalidation is resent until Redis
-		// takes it, whatever happens to this process (cache.go).
-		token = newToken()
-		if err := shardsql.MarkCached(ctx, t, sh.DB, touched, token, shardsql.Now()); err != nil {
-			return classify(op, sh, err)
-		}
 	}
 	if err := t.Flush(ctx); err != nil { // the statements queued to go with a next one
 		return classify(op, sh, err)
@@ -101,8 +101,8 @@ func (s *Store) txOn(ctx context.Context, op string, sh topology.Shard, fn func(
 		return classify(op, sh, err)
 	}
 	c.Committed(ctx) // replica hook
-	if token != 0 {
-		s.objects.invalidate(ctx, sh.DB, t.Touched(), token) // before the write is acknowledged
+	if touched := t.Touched(); token != 0 && len(touched) > 0 {
+		s.objects.invalidate(ctx, sh.DB, touched, token) // before the write is acknowledged
 	}
 	return nil
 }

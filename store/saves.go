@@ -65,7 +65,7 @@ func (s *Store) SavePin(ctx context.Context, source, board, actor uint64) (obj m
 			// saves' inserts deadlock on. A save that commits after this
 			// read makes this one's insert a duplicate, and the next try
 			// reads it.
-			saved, err := shardsql.BoardSave(ctx, tx, sh.DB, board, source, "")
+			saved, err := shardsql.BoardSave(ctx, tx, sh.DB, board, source, shardsql.NoLock)
 			if err != nil || saved == 0 {
 				return model.Object{}, false, err
 			}

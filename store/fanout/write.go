@@ -1,9 +1,12 @@
 package fanout
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/jmoiron/sqlx"
@@ -106,6 +109,12 @@ func (l *lane) process(batch []Job) {
 			continue
 		}
 		byHost[sh.Host] = append(byHost[sh.Host], sh)
+	}
+	for _, shards := range byHost {
+		// In one order, shard by shard, so two transactions writing rows
+		// of the same shards (a lane and the sweep redoing its pins) take
+		// their locks in the same order and queue instead of deadlocking.
+		slices.SortFunc(shards, func(a, b topology.Shard) int { return a.N - b.N })
 	}
 	clears, inTx := f.clearsInTx(t, batch, rows, byHost, failed, cacheHeld)
 	var mu sync.Mutex
@@ -269,7 +278,16 @@ func writeHost(ctx context.Context, h *topology.Host, shards []topology.Shard, r
 		g := group{c.db, c.remove}
 		byGroup[g] = append(byGroup[g], c.pin)
 	}
-	for g, pins := range byGroup {
+	groups := slices.Collect(maps.Keys(byGroup))
+	slices.SortFunc(groups, func(a, b group) int { // in one order, as the shards
+		if a.db.N != b.db.N {
+			return a.db.N - b.db.N
+		}
+		return cmp.Compare(b2i(a.remove), b2i(b.remove))
+	})
+	for _, g := range groups {
+		pins := byGroup[g]
+		slices.Sort(pins)
 		if err := shardsql.DeleteOutbox(ctx, tx, g.db, pins, g.remove); err != nil {
 			return err
 		}
@@ -347,8 +365,10 @@ func clearHost(ctx context.Context, h *topology.Host, dbs map[shardsql.DB][]uint
 		return err
 	}
 	defer tx.Rollback()
-	for db, pins := range dbs {
-		if err := shardsql.DeleteOutbox(ctx, tx, db, pins, remove); err != nil {
+	order := slices.Collect(maps.Keys(dbs))
+	slices.SortFunc(order, func(a, b shardsql.DB) int { return a.N - b.N }) // in one order, as writeHost
+	for _, db := range order {
+		if err := shardsql.DeleteOutbox(ctx, tx, db, dbs[db], remove); err != nil {
 			return err
 		}
 	}
@@ -375,4 +395,11 @@ func followersOf(ctx context.Context, t *topology.Topology, user uint64) ([]uint
 		}
 		after = ids[len(ids)-1]
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

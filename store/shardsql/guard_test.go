@@ -5,23 +5,54 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
 
+// writeTarget is the table a statement's text writes: {table} or a name.
+var writeTarget = regexp.MustCompile(`^(?:INSERT(?: IGNORE)? INTO|UPDATE|DELETE FROM|REPLACE INTO) \{db\}\.(\{table\}|\w+)`)
+
+// writeVerb begins a statement that writes.
+var writeVerb = regexp.MustCompile(`^(?i)(INSERT|UPDATE|DELETE|REPLACE)\b`)
+
 // Every statement of this package that writes an object table or
 // mapping_counts runs through Tx.change, which records the objects it
-// changes: a function that names those tables may read them, but may not
-// send a statement of its own (ExecContext). InsertObject is the one
-// exception: a new row has no cached copy to drop.
+// changes. The statements are declared once (stmts.go): the test finds
+// those that write these tables among the declarations, and checks that
+// a function naming one sends it only through Tx.change or
+// Tx.changeLater, never with a statement of its own (ExecContext, later);
+// and that no function writes any table with a text of its own.
+// InsertObject and InsertObjectCount are the exceptions: a new row has no
+// cached copy to drop.
 func TestObjectWritesGoThroughChange(t *testing.T) {
-	exempt := map[string]bool{"change": true, "changeLater": true, "InsertObject": true}
+	exempt := map[string]bool{"change": true, "changeLater": true, "InsertObject": true, "InsertObjectCount": true}
+	objectTable := map[string]bool{"mapping_counts": true}
+	for _, name := range objectTables {
+		if name != "" {
+			objectTable[name] = true
+		}
+	}
+	// writes reports whether text, declared with decl, writes an object
+	// table or mapping_counts.
+	writes := func(decl, text string) bool {
+		m := writeTarget.FindStringSubmatch(text)
+		if m == nil {
+			return false
+		}
+		if m[1] == "{table}" {
+			return strings.HasPrefix(decl, "perType")
+		}
+		return objectTable[m[1]]
+	}
 	entries, err := os.ReadDir(".")
 	if err != nil {
 		t.Fatal(err)
 	}
 	fset := token.NewFileSet()
-	checked := 0
+	var files []*ast.File
 	for _, e := range entries {
 		name := e.Name()
 		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
@@ -31,59 +62,109 @@ func TestObjectWritesGoThroughChange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		files = append(files, f)
+	}
+	// The declared statements that write the tables, by variable.
+	declared := map[string]bool{}
+	for _, f := range files {
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.VAR {
+				continue
+			}
+			for _, spec := range g.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, v := range vs.Values {
+					call, ok := v.(*ast.CallExpr)
+					if !ok {
+						continue
+					}
+					fn, ok := call.Fun.(*ast.Ident)
+					if !ok || len(call.Args) != 1 {
+						continue
+					}
+					if text := literal(call.Args[0]); writes(fn.Name, text) {
+						declared[vs.Names[i].Name] = true
+					}
+				}
+			}
+		}
+	}
+	if len(declared) < 5 {
+		t.Fatalf("only %d declared statements write the object tables or mapping_counts: the check is not looking", len(declared))
+	}
+	sentByChange := map[string]bool{}
+	for _, f := range files {
 		for _, d := range f.Decls {
 			fn, ok := d.(*ast.FuncDecl)
 			if !ok || fn.Body == nil || exempt[fn.Name.Name] {
 				continue
 			}
-			names := func(n ast.Node) bool { // names an object table or mapping_counts
-				found := false
-				ast.Inspect(n, func(n ast.Node) bool {
-					if id, ok := n.(*ast.Ident); ok && (id.Name == "objectTables" || id.Name == "countsTable") {
-						found = true
-					}
-					return !found
-				})
-				return found
-			}
-			if !names(fn.Body) {
-				continue
-			}
-			checked++
-			// A statement sent with ExecContext whose text names the
-			// tables, or is built (a strings.Builder) in a function that
-			// names them, writes them behind Tx.change's back.
+			names := false // the function names a declared statement that writes the tables
 			ast.Inspect(fn.Body, func(n ast.Node) bool {
-				call, ok := n.(*ast.CallExpr)
-				if !ok {
-					return true
+				if id, ok := n.(*ast.Ident); ok && declared[id.Name] {
+					names = true
 				}
-				// later queues a statement for the transaction's next
-				// round trip (later.go): a write all the same.
-				if id, ok := call.Fun.(*ast.Ident); !ok || id.Name != "later" {
-					sel, ok := call.Fun.(*ast.SelectorExpr)
-					if !ok || sel.Sel.Name != "ExecContext" && sel.Sel.Name != "Exec" {
+				return !names
+			})
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.BasicLit: // a write of its own, not declared once
+					if s, err := strconv.Unquote(n.Value); err == nil && n.Kind == token.STRING && writeVerb.MatchString(s) {
+						t.Errorf("%s: %s writes with a statement not declared once: %q", fset.Position(n.Pos()), fn.Name.Name, s)
+					}
+				case *ast.CallExpr:
+					viaChange, sends := false, false
+					switch fun := n.Fun.(type) {
+					case *ast.Ident:
+						sends = fun.Name == "later"
+					case *ast.SelectorExpr:
+						viaChange = fun.Sel.Name == "change" || fun.Sel.Name == "changeLater"
+						sends = slices.Contains([]string{"ExecContext", "Exec", "QueryContext", "QueryRowxContext", "QueryxContext", "QueryRowContext"}, fun.Sel.Name)
+					}
+					if !viaChange && !sends {
 						return true
 					}
-				}
-				for _, arg := range call.Args {
-					built := false
-					ast.Inspect(arg, func(n ast.Node) bool {
-						if s, ok := n.(*ast.SelectorExpr); ok && s.Sel.Name == "String" {
-							built = true
-						}
-						return true
-					})
-					if names(arg) || built {
-						t.Errorf("%s: %s writes an object table or mapping_counts without Tx.change", fset.Position(call.Pos()), fn.Name.Name)
-						break
+					for _, arg := range n.Args {
+						ast.Inspect(arg, func(n ast.Node) bool {
+							// A text built (a strings.Builder) in a function
+							// that names such a statement may hold it.
+							if s, ok := n.(*ast.SelectorExpr); ok && s.Sel.Name == "String" && names && !viaChange {
+								t.Errorf("%s: %s sends a built statement beside one that writes an object table or mapping_counts, without Tx.change", fset.Position(s.Pos()), fn.Name.Name)
+							}
+							id, ok := n.(*ast.Ident)
+							if !ok || !declared[id.Name] {
+								return true
+							}
+							if viaChange {
+								sentByChange[id.Name] = true
+							} else {
+								t.Errorf("%s: %s sends %s, which writes an object table or mapping_counts, without Tx.change", fset.Position(id.Pos()), fn.Name.Name, id.Name)
+							}
+							return true
+						})
 					}
 				}
 				return true
 			})
 		}
 	}
-	if checked < 5 {
-		t.Fatalf("only %d functions name the object tables or mapping_counts: the check is not looking", checked)
+	for name := range declared {
+		if !sentByChange[name] && name != "insertObject" && name != "insertCount" {
+			t.Errorf("%s writes an object table or mapping_counts and is sent by no Tx.change", name)
+		}
 	}
+}
+
+// literal is the text of a string constant expression: literals joined
+// by +, with the parts that are not literals left out.
+func literal(e ast.Expr) string {
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		s, _ := strconv.Unquote(e.Value)
+		return s
+	case *ast.BinaryExpr:
+		return literal(e.X) + literal(e.Y)
+	}
+	return ""
 }

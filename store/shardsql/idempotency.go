@@ -11,9 +11,23 @@ import (
 // The tables of idempotency keys: idempotency_claims holds a key's claim
 // on its home shard, idempotency_outcomes the outcome of one claim on the
 // shard its create writes to (migration 0011).
-const (
-	claimsTable   = "idempotency_claims"
-	outcomesTable = "idempotency_outcomes"
+var (
+	insertKey         = declare("INSERT INTO {db}.idempotency_claims (key_hash, fingerprint, state, claim, claimed_at, target, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)")
+	readKey           = declare("SELECT fingerprint, state, claim, claimed_at, target, expires_at FROM {db}.idempotency_claims WHERE key_hash = ?")
+	takeKey           = declare("UPDATE {db}.idempotency_claims SET fingerprint = ?, state = ?, claim = ?, claimed_at = ?, target = ?, expires_at = ? WHERE key_hash = ? AND claim = ? AND state = ?")
+	releaseKey        = declare("DELETE FROM {db}.idempotency_claims WHERE key_hash = ? AND claim = ? AND state = ?")
+	insertOutcome     = declare("INSERT INTO {db}.idempotency_outcomes (key_hash, claim, state, object_id, response, expires_at) VALUES (?, ?, ?, ?, ?, ?)")
+	completeNoted     = declare("UPDATE {db}.idempotency_outcomes SET state = ?, response = ? WHERE key_hash = ? AND claim = ? AND state = ?")
+	readOutcome       = declare("SELECT state, object_id, response FROM {db}.idempotency_outcomes WHERE key_hash = ? AND claim = ?")
+	fenceOutcome      = declare("INSERT IGNORE INTO {db}.idempotency_outcomes (key_hash, claim, state, expires_at) VALUES (?, ?, ?, ?)")
+	fenceNoted        = declare("UPDATE {db}.idempotency_outcomes SET state = ? WHERE key_hash = ? AND claim = ? AND state = ?")
+	deleteExpiredKeys = [...]stmt{
+		declare("DELETE FROM {db}.idempotency_claims WHERE expires_at < ? LIMIT ?"),
+		declare("DELETE FROM {db}.idempotency_outcomes WHERE expires_at < ? LIMIT ?"),
+		// idempotency_keys kept keys on their create's shard (migration
+		// 0010); it is only swept now, until a later migration drops it.
+		declare("DELETE FROM {db}.idempotency_keys WHERE expires_at < ? LIMIT ?"),
+	}
 )
 
 // Claim states of idempotency_claims.state.
@@ -53,15 +67,14 @@ type Outcome struct {
 // create writing to shard target, failing with MySQL error 1062 when the
 // key has a row already.
 func InsertKey(ctx context.Context, x sqlx.ExecerContext, db DB, key, fingerprint []byte, state int, claim uint64, target int, at, expires time.Time) error {
-	_, err := x.ExecContext(ctx, "INSERT INTO "+db.table(claimsTable)+" (key_hash, fingerprint, state, claim, claimed_at, target, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-		key, fingerprint, state, claim, at, target, expires)
+	_, err := x.ExecContext(ctx, db.sql(insertKey), key, fingerprint, state, claim, at, target, expires)
 	return err
 }
 
 // ReadKey reads the claim of key; sql.ErrNoRows when there is none.
 func ReadKey(ctx context.Context, q sqlx.QueryerContext, db DB, key []byte) (KeyRow, error) {
 	var r KeyRow
-	err := q.QueryRowxContext(ctx, "SELECT fingerprint, state, claim, claimed_at, target, expires_at FROM "+db.table(claimsTable)+" WHERE key_hash = ?", key).
+	err := q.QueryRowxContext(ctx, db.sql(readKey), key).
 		Scan(&r.Fingerprint, &r.State, &r.Claim, &r.ClaimedAt, &r.Target, &r.ExpiresAt)
 	return r, err
 }
@@ -70,15 +83,14 @@ func ReadKey(ctx context.Context, q sqlx.QueryerContext, db DB, key []byte) (Key
 // fingerprint and target, if it is still as the taker read it (claim old
 // in state old). It reports whether it took it.
 func TakeKey(ctx context.Context, x sqlx.ExecerContext, db DB, key, fingerprint []byte, old uint64, oldState, state int, claim uint64, target int, at, expires time.Time) (bool, error) {
-	res, err := x.ExecContext(ctx, "UPDATE "+db.table(claimsTable)+" SET fingerprint = ?, state = ?, claim = ?, claimed_at = ?, target = ?, expires_at = ? WHERE key_hash = ? AND claim = ? AND state = ?",
-		fingerprint, state, claim, at, target, expires, key, old, oldState)
+	res, err := x.ExecContext(ctx, db.sql(takeKey), fingerprint, state, claim, at, target, expires, key, old, oldState)
 	return affected(res, err)
 }
 
 // ReleaseKey deletes key's claim if claim still holds it pending (its
 // create failed and its outcome is fenced, so a retry may run at once).
 func ReleaseKey(ctx context.Context, x sqlx.ExecerContext, db DB, key []byte, claim uint64) error {
-	_, err := x.ExecContext(ctx, "DELETE FROM "+db.table(claimsTable)+" WHERE key_hash = ? AND claim = ? AND state = ?", key, claim, KeyPending)
+	_, err := x.ExecContext(ctx, db.sql(releaseKey), key, claim, KeyPending)
 	return err
 }
 
@@ -86,8 +98,7 @@ func ReleaseKey(ctx context.Context, x sqlx.ExecerContext, db DB, key []byte, cl
 // create's transaction on its target shard. MySQL error 1062 means the
 // claim has an outcome already: fenced, so the create must roll back.
 func InsertOutcome(ctx context.Context, x sqlx.ExecerContext, db DB, key []byte, claim uint64, state int, object uint64, response []byte, expires time.Time) error {
-	_, err := x.ExecContext(ctx, "INSERT INTO "+db.table(outcomesTable)+" (key_hash, claim, state, object_id, response, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
-		key, claim, state, object, response, expires)
+	_, err := x.ExecContext(ctx, db.sql(insertOutcome), key, claim, state, object, response, expires)
 	return err
 }
 
@@ -95,8 +106,7 @@ func InsertOutcome(ctx context.Context, x sqlx.ExecerContext, db DB, key []byte,
 // response, in the create's transaction; it reports whether the claim was
 // still noted (not fenced).
 func CompleteNoted(ctx context.Context, x sqlx.ExecerContext, db DB, key []byte, claim uint64, response []byte) (bool, error) {
-	res, err := x.ExecContext(ctx, "UPDATE "+db.table(outcomesTable)+" SET state = ?, response = ? WHERE key_hash = ? AND claim = ? AND state = ?",
-		OutcomeDone, response, key, claim, OutcomeNoted)
+	res, err := x.ExecContext(ctx, db.sql(completeNoted), OutcomeDone, response, key, claim, OutcomeNoted)
 	return affected(res, err)
 }
 
@@ -104,7 +114,7 @@ func CompleteNoted(ctx context.Context, x sqlx.ExecerContext, db DB, key []byte,
 // none (its create has not committed, or never will).
 func ReadOutcome(ctx context.Context, q sqlx.QueryerContext, db DB, key []byte, claim uint64) (Outcome, error) {
 	var o Outcome
-	err := q.QueryRowxContext(ctx, "SELECT state, object_id, response FROM "+db.table(outcomesTable)+" WHERE key_hash = ? AND claim = ?", key, claim).
+	err := q.QueryRowxContext(ctx, db.sql(readOutcome), key, claim).
 		Scan(&o.State, &o.ObjectID, &o.Response)
 	return o, err
 }
@@ -117,11 +127,11 @@ func ReadOutcome(ctx context.Context, q sqlx.QueryerContext, db DB, key []byte, 
 // response is to be replayed). Each statement is alone: the insert waits
 // for a create still inserting the same row to commit or roll back.
 func FenceOutcome(ctx context.Context, x sqlx.ExtContext, db DB, key []byte, claim uint64, expires time.Time) (Outcome, error) {
-	res, err := x.ExecContext(ctx, "INSERT IGNORE INTO "+db.table(outcomesTable)+" (key_hash, claim, state, expires_at) VALUES (?, ?, ?, ?)", key, claim, OutcomeFenced, expires)
+	res, err := x.ExecContext(ctx, db.sql(fenceOutcome), key, claim, OutcomeFenced, expires)
 	if fresh, err := affected(res, err); err != nil || fresh {
 		return Outcome{State: OutcomeFenced}, err
 	}
-	if _, err := x.ExecContext(ctx, "UPDATE "+db.table(outcomesTable)+" SET state = ? WHERE key_hash = ? AND claim = ? AND state = ?", OutcomeFenced, key, claim, OutcomeNoted); err != nil {
+	if _, err := x.ExecContext(ctx, db.sql(fenceNoted), OutcomeFenced, key, claim, OutcomeNoted); err != nil {
 		return Outcome{}, err
 	}
 	return ReadOutcome(ctx, x, db, key, claim)
@@ -131,8 +141,8 @@ func FenceOutcome(ctx context.Context, x sqlx.ExtContext, db DB, key []byte, cla
 // that expired before cutoff; it returns how many it deleted, and more
 // when a table may hold others.
 func DeleteExpiredKeys(ctx context.Context, x sqlx.ExecerContext, db DB, cutoff time.Time, n int) (deleted int, more bool, err error) {
-	for _, table := range []string{claimsTable, outcomesTable, legacyKeysTable} {
-		res, err := x.ExecContext(ctx, "DELETE FROM "+db.table(table)+" WHERE expires_at < ? LIMIT ?", cutoff, n)
+	for _, s := range deleteExpiredKeys {
+		res, err := x.ExecContext(ctx, db.sql(s), cutoff, n)
 		if err != nil {
 			return deleted, more, err
 		}
@@ -145,10 +155,6 @@ func DeleteExpiredKeys(ctx context.Context, x sqlx.ExecerContext, db DB, cutoff 
 	}
 	return deleted, more, nil
 }
-
-// legacyKeysTable kept keys on their create's shard (migration 0010); it
-// is only swept now, until a later migration drops it.
-const legacyKeysTable = "idempotency_keys"
 
 // affected reports whether an update changed a row.
 func affected(res sql.Result, err error) (bool, error) {

@@ -51,6 +51,7 @@ func (t *Tx) withQueued(query string, args []any) (string, []any) {
 
 // Flush sends the queued statements, if any: before the commit.
 func (t *Tx) Flush(ctx context.Context) error {
+	t.queueMarks()
 	if t.queued.Len() == 0 {
 		return nil
 	}

@@ -2,13 +2,16 @@ package shardsql
 
 import (
 	"context"
-	"strconv"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
 
 	"github.com/pinstore/pinstore/model"
 )
+
+// listedAmongEach is the head of one check of ListedAmongEach: its index, to
+// bind, and the entries of from_id's list among the to_ids that follow.
+var listedAmongEach = perMapping("SELECT ?, to_id FROM {db}.{table} WHERE from_id = ? AND to_id IN (")
 
 // Listed is one edge check of ListedAmongEach: which of Tos are on From's
 // list M, in shard database DB.
@@ -34,20 +37,8 @@ func ListedAmongEach(ctx context.Context, q sqlx.QueryerContext, checks []Listed
 		if len(args) > 0 {
 			b.WriteString(" UNION ALL ")
 		}
-		b.WriteString("SELECT ")
-		b.WriteString(strconv.Itoa(i))
-		b.WriteString(", to_id FROM ")
-		b.WriteString(c.DB.table(c.M.Table()))
-		b.WriteString(" WHERE from_id = ? AND to_id IN (")
-		args = append(args, c.From)
-		for j, to := range c.Tos {
-			if j > 0 {
-				b.WriteByte(',')
-			}
-			b.WriteByte('?')
-			args = append(args, to)
-		}
-		b.WriteByte(')')
+		b.WriteString(placeholders(c.DB.sql(listedAmongEach.of(c.M)), len(c.Tos), "?", ")"))
+		args = idArgs(append(args, i, c.From), c.Tos)
 	}
 	if len(args) == 0 {
 		return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"strconv"
 	"strings"
 
 	"github.com/jmoiron/sqlx"
@@ -13,18 +12,66 @@ import (
 	"github.com/pinstore/pinstore/model"
 )
 
+// The statements of mapping tables and mapping_counts.
+var (
+	insertEdge    = perMapping("INSERT IGNORE INTO {db}.{table} (from_id, to_id, sequence) VALUES (?, ?, ?)")
+	deleteEdge    = perMapping("DELETE FROM {db}.{table} WHERE from_id = ? AND to_id = ?")
+	raiseCount    = declare("INSERT INTO {db}.mapping_counts (from_id, mapping, n) VALUES (?, ?, 1) ON DUPLICATE KEY UPDATE n = n + 1")
+	raiseCountNew = declare("INSERT INTO {db}.mapping_counts (from_id, mapping, n) SELECT ?, ?, 1 FROM DUAL WHERE ROW_COUNT() > 0 ON DUPLICATE KEY UPDATE n = n + 1")
+	lowerCount    = declare("UPDATE {db}.mapping_counts SET n = n - 1 WHERE from_id = ? AND mapping = ?")
+	addCount      = declare("INSERT INTO {db}.mapping_counts (from_id, mapping, n) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE n = n + VALUES(n)")
+	readCount     = perLock("SELECT n FROM {db}.mapping_counts WHERE from_id = ? AND mapping = ?")
+	allEntries    = perMapping("SELECT to_id, sequence FROM {db}.{table} WHERE from_id = ?")
+	idsAfter      = perMapping("SELECT to_id FROM {db}.{table} WHERE from_id = ? AND to_id > ? ORDER BY to_id LIMIT ?")
+	lockEntries   = perMapping("SELECT to_id, sequence FROM {db}.{table} WHERE from_id = ? AND to_id IN (")
+	neighbourUp   = perMapping("SELECT to_id, sequence FROM {db}.{table} WHERE from_id = ? AND to_id <> ?" + keyset("", false) + order("", false) + " LIMIT 1 FOR UPDATE")
+	neighbourDown = perMapping("SELECT to_id, sequence FROM {db}.{table} WHERE from_id = ? AND to_id <> ?" + keyset("", true) + order("", true) + " LIMIT 1 FOR UPDATE")
+	shiftDown     = perMapping("UPDATE {db}.{table} SET sequence = sequence - 2 WHERE from_id = ? AND to_id <> ? AND (sequence < ? OR (sequence = ? AND to_id <= ?))")
+	setSequence   = perMapping("UPDATE {db}.{table} SET sequence = ? WHERE from_id = ? AND to_id = ?")
+	scanPairs     = perListTable("SELECT from_id, to_id, sequence FROM {db}.{table} WHERE from_id > ? OR (from_id = ? AND to_id > ?) ORDER BY from_id, to_id LIMIT ?")
+	existingPairs = perMapping("SELECT from_id, to_id FROM {db}.{table} WHERE (from_id, to_id) IN (")
+	markHandOrder = declare("INSERT IGNORE INTO {db}.hand_ordered (from_id, mapping) VALUES (?, ?)")
+	handOrdered   = declare("SELECT 1 FROM {db}.hand_ordered WHERE from_id = ? AND mapping = ?")
+	page          = perListTable("SELECT e.to_id, e.sequence FROM {db}.{table} e WHERE e.from_id = ?")
+	pageObjects   = perMappingObjects()
+	lowestSeq     = perMapping("SELECT sequence FROM {db}.{table} WHERE from_id = ?" + order("", false) + " LIMIT 1 FOR UPDATE")
+	removeList    = perMapping("DELETE FROM {db}.{table} WHERE from_id = ?")
+	removeCount   = declare("DELETE FROM {db}.mapping_counts WHERE from_id = ? AND mapping = ?")
+)
+
+// perMappingObjects declares, for every mapping, the head of a page of
+// its list joined to the rows of the objects listed (o, NULL when gone)
+// on the same shard, with their counts.
+func perMappingObjects() mappingStmt {
+	var s mappingStmt
+	for _, m := range model.Mappings() {
+		for int(m) >= len(s) {
+			s = append(s, 0)
+		}
+		typ := m.To()
+		var b strings.Builder
+		b.WriteString("SELECT e.to_id, e.sequence, o.doc, COALESCE(o.flags, 0), o.version, o.created_at, o.updated_at")
+		countColumns(&b, typ, "o.local_id", 0, len(model.CountKeys(typ)))
+		// XOR with the shard and type bits leaves the local id of an id
+		// of this shard and type, and a value above any local id otherwise.
+		b.WriteString(" FROM {db}." + m.Table() + " e LEFT JOIN {db}." + objectTables[typ] + " o ON o.local_id = e.to_id ^ " + base(typ) + " WHERE e.from_id = ?")
+		s[m] = declare(b.String())
+	}
+	return s
+}
+
 // AddEdge inserts from→to into m's table and, when the row is new, raises
 // the list's count in the same transaction (t records from as changed).
 // Re-adding is a no-op (false).
 func AddEdge(ctx context.Context, t *Tx, db DB, m model.Mapping, from, to uint64, seq int64) (bool, error) {
-	res, err := t.ExecContext(ctx, "INSERT IGNORE INTO "+db.table(m.Table())+" (from_id, to_id, sequence) VALUES (?, ?, ?)", from, to, seq)
+	res, err := t.ExecContext(ctx, db.sql(insertEdge.of(m)), from, to, seq)
 	if err != nil {
 		return false, err
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return false, err
 	}
-	_, err = t.change(ctx, []uint64{from}, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) VALUES (?, ?, 1) ON DUPLICATE KEY UPDATE n = n + 1", from, uint8(m))
+	_, err = t.change(ctx, []uint64{from}, db.sql(raiseCount), from, uint8(m))
 	return err == nil, err
 }
 
@@ -41,10 +88,10 @@ type ListRef struct {
 // every list's owner as changed.
 func AddEdges(ctx context.Context, t *Tx, db DB, to uint64, seq int64, lists ...ListRef) error {
 	for _, l := range lists {
-		if err := later(ctx, t, "INSERT IGNORE INTO "+db.table(l.M.Table())+" (from_id, to_id, sequence) VALUES (?, ?, ?)", l.From, to, seq); err != nil {
+		if err := later(ctx, t, db.sql(insertEdge.of(l.M)), l.From, to, seq); err != nil {
 			return err
 		}
-		if err := t.changeLater(ctx, []uint64{l.From}, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) SELECT ?, ?, 1 FROM DUAL WHERE ROW_COUNT() > 0 ON DUPLICATE KEY UPDATE n = n + 1", l.From, uint8(l.M)); err != nil {
+		if err := t.changeLater(ctx, []uint64{l.From}, db.sql(raiseCountNew), l.From, uint8(l.M)); err != nil {
 			return err
 		}
 	}
@@ -55,14 +102,14 @@ func AddEdges(ctx context.Context, t *Tx, db DB, to uint64, seq int64, lists ...
 // the count in the same transaction (t records from as changed). Removing
 // an absent row is a no-op.
 func RemoveEdge(ctx context.Context, t *Tx, db DB, m model.Mapping, from, to uint64) (bool, error) {
-	res, err := t.ExecContext(ctx, "DELETE FROM "+db.table(m.Table())+" WHERE from_id = ? AND to_id = ?", from, to)
+	res, err := t.ExecContext(ctx, db.sql(deleteEdge.of(m)), from, to)
 	if err != nil {
 		return false, err
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		return false, err
 	}
-	_, err = t.change(ctx, []uint64{from}, "UPDATE "+db.table(countsTable)+" SET n = n - 1 WHERE from_id = ? AND mapping = ?", from, uint8(m))
+	_, err = t.change(ctx, []uint64{from}, db.sql(lowerCount), from, uint8(m))
 	return err == nil, err
 }
 
@@ -73,7 +120,7 @@ func AddSecret(ctx context.Context, t *Tx, db DB, m model.Mapping, from uint64, 
 	if delta == 0 {
 		return nil
 	}
-	return t.changeLater(ctx, []uint64{from}, "INSERT INTO "+db.table(countsTable)+" (from_id, mapping, n) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE n = n + VALUES(n)", from, model.SecretKey(m), delta)
+	return t.changeLater(ctx, []uint64{from}, db.sql(addCount), from, model.SecretKey(m), delta)
 }
 
 // Count reads the length of from's list m (0 when it never had a row).
@@ -84,7 +131,7 @@ func Count(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping, f
 // CountLocked is Count reading the count's row with the lock given.
 func CountLocked(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping, from uint64, lock Lock) (int64, error) {
 	var n int64
-	err := q.QueryRowxContext(ctx, "SELECT n FROM "+db.table(countsTable)+" WHERE from_id = ? AND mapping = ?"+string(lock), from, uint8(m)).Scan(&n)
+	err := q.QueryRowxContext(ctx, db.sql(readCount[lock]), from, uint8(m)).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -143,48 +190,80 @@ func (p Page) bounds(b *strings.Builder, args []any, alias string) []any {
 	return args
 }
 
-// pageSQL builds the statement for one page of from's rows of table (e)
-// and, with objects of type typ, their rows (o, NULL when gone) joined on
-// the same shard.
-func pageSQL(db DB, table string, from uint64, p Page, objects idcodec.Type) (string, []any) {
-	var b strings.Builder
-	b.WriteString("SELECT e.to_id, e.sequence")
-	if objects != 0 {
-		b.WriteString(", o.doc, COALESCE(o.flags, 0), o.version, o.created_at, o.updated_at")
-		countColumns(&b, db, objects, "o.local_id", 0, len(model.CountKeys(objects)))
+// pageTail is the rest of a page's statement after its head (the rows
+// of one from_id): its range, keyset, order, limit and offset, declared
+// once for each combination (pageTails).
+func (p Page) tail() string {
+	k := 0
+	if p.Min != nil {
+		k |= 1
 	}
-	b.WriteString(" FROM ")
-	b.WriteString(db.table(table))
-	b.WriteString(" e")
-	if objects != 0 {
-		// XOR with the shard and type bits leaves the local id of an id
-		// of this shard and type, and a value above any local id otherwise.
-		b.WriteString(" LEFT JOIN ")
-		b.WriteString(db.table(objectTables[objects]))
-		b.WriteString(" o ON o.local_id = e.to_id ^ ")
-		b.WriteString(strconv.FormatUint(db.ID(objects, 0), 10))
+	if p.Max != nil {
+		k |= 2
 	}
-	b.WriteString(" WHERE e.from_id = ?")
-	args := p.bounds(&b, []any{from}, "e.")
 	if p.After != nil {
-		b.WriteString(keyset("e.", p.Desc))
+		k |= 4
+	}
+	if p.Desc {
+		k |= 8
+	}
+	if p.Offset > 0 {
+		k |= 16
+	}
+	return pageTails[k]
+}
+
+// pageTails are Page.tail's texts, by combination.
+var pageTails = func() (t [32]string) {
+	for k := range t {
+		s := ""
+		if k&1 != 0 {
+			s += " AND e.sequence >= ?"
+		}
+		if k&2 != 0 {
+			s += " AND e.sequence < ?"
+		}
+		if k&4 != 0 {
+			s += keyset("e.", k&8 != 0)
+		}
+		s += order("e.", k&8 != 0) + " LIMIT ?"
+		if k&16 != 0 {
+			s += " OFFSET ?"
+		}
+		t[k] = s
+	}
+	return t
+}()
+
+// args returns the arguments of a page of from's rows: from's, then
+// those of its tail.
+func (p Page) args(from uint64) []any {
+	args := make([]any, 1, 8)
+	args[0] = from
+	if p.Min != nil {
+		args = append(args, *p.Min)
+	}
+	if p.Max != nil {
+		args = append(args, *p.Max)
+	}
+	if p.After != nil {
 		args = append(args, p.After.Seq, p.After.Seq, p.After.To)
 	}
-	b.WriteString(order("e.", p.Desc))
-	b.WriteString(" LIMIT ?")
 	args = append(args, p.Limit)
 	if p.Offset > 0 {
-		b.WriteString(" OFFSET ?")
 		args = append(args, p.Offset)
 	}
-	return b.String(), args
+	return args
 }
 
 // ReadPage reads one page of from's rows of a list table (a mapping's
 // table or the feed).
 func ReadPage(ctx context.Context, q sqlx.QueryerContext, db DB, table string, from uint64, p Page) ([]Entry, error) {
-	query, args := pageSQL(db, table, from, p, 0)
-	return scanEntries(ctx, q, query, args...)
+	s, err := page.of(table)
+	if err != nil {
+		return nil, err
+	}
+	return scanEntries(ctx, q, db.sql(s)+p.tail(), p.args(from)...)
 }
 
 // ReadPageObjects reads one page of from's list m with the live objects of
@@ -195,8 +274,7 @@ func ReadPage(ctx context.Context, q sqlx.QueryerContext, db DB, table string, f
 // the caller then reads the objects by id.
 func ReadPageObjects(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping, from uint64, p Page, want int) (entries []Entry, objs []model.Object, foreign bool, err error) {
 	typ := m.To()
-	query, args := pageSQL(db, m.Table(), from, p, typ)
-	rows, err := q.QueryContext(ctx, query, args...)
+	rows, err := q.QueryContext(ctx, db.sql(pageObjects.of(m))+p.tail(), p.args(from)...)
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -229,14 +307,14 @@ func ReadPageObjects(ctx context.Context, q sqlx.QueryerContext, db DB, m model.
 // ReadAllEntries reads every row of from's list m, in no particular
 // order; for lists bounded by their owner (a board's pins).
 func ReadAllEntries(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping, from uint64) ([]Entry, error) {
-	return scanEntries(ctx, q, "SELECT to_id, sequence FROM "+db.table(m.Table())+" WHERE from_id = ?", from)
+	return scanEntries(ctx, q, db.sql(allEntries.of(m)), from)
 }
 
 // ReadIDsAfter reads up to n of from's to_ids in m above after, in to_id
 // order: a whole list read in pages by primary key.
 func ReadIDsAfter(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping, from, after uint64, n int) ([]uint64, error) {
 	var ids []uint64
-	err := sqlx.SelectContext(ctx, q, &ids, "SELECT to_id FROM "+db.table(m.Table())+" WHERE from_id = ? AND to_id > ? ORDER BY to_id LIMIT ?", from, after, n)
+	err := sqlx.SelectContext(ctx, q, &ids, db.sql(idsAfter.of(m)), from, after, n)
 	return ids, err
 }
 
@@ -261,11 +339,7 @@ func scanEntries(ctx context.Context, q sqlx.QueryerContext, query string, args 
 // m, in to_id order, so concurrent transactions locking the same rows
 // queue instead of deadlocking.
 func LockEntries(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping, from uint64, ids ...uint64) ([]Entry, error) {
-	query, args, err := sqlx.In("SELECT to_id, sequence FROM "+db.table(m.Table())+" WHERE from_id = ? AND to_id IN (?) ORDER BY to_id FOR UPDATE", from, ids)
-	if err != nil {
-		return nil, err
-	}
-	return scanEntries(ctx, q, query, args...)
+	return scanEntries(ctx, q, placeholders(db.sql(lockEntries.of(m)), len(ids), "?", ") ORDER BY to_id FOR UPDATE"), idArgs([]any{from}, ids)...)
 }
 
 // Neighbour reads and locks the entry next to pos in from's list m, other
@@ -273,8 +347,11 @@ func LockEntries(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapp
 // next one down. nil when pos is at that end.
 func Neighbour(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping, from, skip uint64, pos Position, down bool) (*Entry, error) {
 	var e Entry
-	err := q.QueryRowxContext(ctx, "SELECT to_id, sequence FROM "+db.table(m.Table())+" WHERE from_id = ? AND to_id <> ?"+keyset("", down)+order("", down)+" LIMIT 1 FOR UPDATE",
-		from, skip, pos.Seq, pos.Seq, pos.To).Scan(&e.To, &e.Sequence)
+	s := neighbourUp
+	if down {
+		s = neighbourDown
+	}
+	err := q.QueryRowxContext(ctx, db.sql(s.of(m)), from, skip, pos.Seq, pos.Seq, pos.To).Scan(&e.To, &e.Sequence)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -284,14 +361,13 @@ func Neighbour(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mappin
 // ShiftDown lowers by two the sequence of every entry of from's list m at
 // or below pos, other than skip: room for one entry just above pos.
 func ShiftDown(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mapping, from, skip uint64, pos Position) error {
-	_, err := x.ExecContext(ctx, "UPDATE "+db.table(m.Table())+" SET sequence = sequence - 2 WHERE from_id = ? AND to_id <> ? AND (sequence < ? OR (sequence = ? AND to_id <= ?))",
-		from, skip, pos.Seq, pos.Seq, pos.To)
+	_, err := x.ExecContext(ctx, db.sql(shiftDown.of(m)), from, skip, pos.Seq, pos.Seq, pos.To)
 	return err
 }
 
 // SetSequence gives entry to of from's list m a new sequence.
 func SetSequence(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mapping, from, to uint64, seq int64) error {
-	_, err := x.ExecContext(ctx, "UPDATE "+db.table(m.Table())+" SET sequence = ? WHERE from_id = ? AND to_id = ?", seq, from, to)
+	_, err := x.ExecContext(ctx, db.sql(setSequence.of(m)), seq, from, to)
 	return err
 }
 
@@ -304,8 +380,11 @@ type PairRow struct {
 // ScanPairs reads up to n rows of table after (from, to) in primary-key
 // order: a whole table read in batches.
 func ScanPairs(ctx context.Context, q sqlx.QueryerContext, db DB, table string, from, to uint64, n int) ([]PairRow, error) {
-	rows, err := q.QueryContext(ctx, "SELECT from_id, to_id, sequence FROM "+db.table(table)+
-		" WHERE from_id > ? OR (from_id = ? AND to_id > ?) ORDER BY from_id, to_id LIMIT ?", from, from, to, n)
+	s, err := scanPairs.of(table)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.QueryContext(ctx, db.sql(s), from, from, to, n)
 	if err != nil {
 		return nil, err
 	}
@@ -324,18 +403,11 @@ func ScanPairs(ctx context.Context, q sqlx.QueryerContext, db DB, table string, 
 // ExistingPairs reports which of the (from, to) pairs have a row in m's
 // table, with one statement.
 func ExistingPairs(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping, pairs [][2]uint64) (map[[2]uint64]bool, error) {
-	var b strings.Builder
-	b.WriteString("SELECT from_id, to_id FROM " + db.table(m.Table()) + " WHERE (from_id, to_id) IN (")
 	args := make([]any, 0, 2*len(pairs))
-	for i, p := range pairs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString("(?,?)")
+	for _, p := range pairs {
 		args = append(args, p[0], p[1])
 	}
-	b.WriteByte(')')
-	rows, err := q.QueryContext(ctx, b.String(), args...)
+	rows, err := q.QueryContext(ctx, placeholders(db.sql(existingPairs.of(m)), len(pairs), "(?, ?)", ")"), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -351,20 +423,19 @@ func ExistingPairs(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Ma
 	return found, rows.Err()
 }
 
-// handOrderedTable records the lists whose order was chosen by hand (a
+// hand_ordered records the lists whose order was chosen by hand (a
 // board whose pins were moved): their sequences are no longer times.
-const handOrderedTable = "hand_ordered"
 
 // MarkHandOrdered records that from's list m is ordered by hand.
 func MarkHandOrdered(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mapping, from uint64) error {
-	_, err := x.ExecContext(ctx, "INSERT IGNORE INTO "+db.table(handOrderedTable)+" (from_id, mapping) VALUES (?, ?)", from, uint8(m))
+	_, err := x.ExecContext(ctx, db.sql(markHandOrder), from, uint8(m))
 	return err
 }
 
 // HandOrdered reports whether from's list m was ever ordered by hand.
 func HandOrdered(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping, from uint64) (bool, error) {
 	var one int
-	err := q.QueryRowxContext(ctx, "SELECT 1 FROM "+db.table(handOrderedTable)+" WHERE from_id = ? AND mapping = ?", from, uint8(m)).Scan(&one)
+	err := q.QueryRowxContext(ctx, db.sql(handOrdered), from, uint8(m)).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -376,7 +447,7 @@ func HandOrdered(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapp
 // A list shown highest sequence first puts an entry last by giving it one
 // below this.
 func LowestSequence(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping, from uint64) (seq int64, ok bool, err error) {
-	err = q.QueryRowxContext(ctx, "SELECT sequence FROM "+db.table(m.Table())+" WHERE from_id = ?"+order("", false)+" LIMIT 1 FOR UPDATE", from).Scan(&seq)
+	err = q.QueryRowxContext(ctx, db.sql(lowestSeq.of(m)), from).Scan(&seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -386,9 +457,9 @@ func LowestSequence(ctx context.Context, q sqlx.QueryerContext, db DB, m model.M
 // RemoveList deletes every row of from's list m and its count, in the
 // transaction that empties it (t records from as changed).
 func RemoveList(ctx context.Context, t *Tx, db DB, m model.Mapping, from uint64) error {
-	if _, err := t.ExecContext(ctx, "DELETE FROM "+db.table(m.Table())+" WHERE from_id = ?", from); err != nil {
+	if _, err := t.ExecContext(ctx, db.sql(removeList.of(m)), from); err != nil {
 		return err
 	}
-	_, err := t.change(ctx, []uint64{from}, "DELETE FROM "+db.table(countsTable)+" WHERE from_id = ? AND mapping = ?", from, uint8(m))
+	_, err := t.change(ctx, []uint64{from}, db.sql(removeCount), from, uint8(m))
 	return err
 }

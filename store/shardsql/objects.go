@@ -37,19 +37,19 @@ const maxCounted = 6
 // countSelect is the sub-select of the count kept under key (a mapping,
 // or model.SecretKey of one) of the object whose id is the SQL expression
 // id.
-func countSelect(db DB, id string, key uint8) string {
-	return "COALESCE((SELECT c.n FROM " + db.table(countsTable) + " c WHERE c.from_id = " + id + " AND c.mapping = " + strconv.Itoa(int(key)) + "), 0)"
+func countSelect(id string, key uint8) string {
+	return "COALESCE((SELECT c.n FROM {db}.mapping_counts c WHERE c.from_id = " + id + " AND c.mapping = " + strconv.Itoa(int(key)) + "), 0)"
 }
 
 // countColumns writes, for the object of type typ whose local id is the
 // column local, the count columns a read returns: its model.CountKeys
 // padded with 0 to pad columns, then extra's length (0 when extra is 0).
-func countColumns(b *strings.Builder, db DB, typ idcodec.Type, local string, extra model.Mapping, pad int) {
-	id := local + " + " + strconv.FormatUint(db.ID(typ, 0), 10)
+func countColumns(b *strings.Builder, typ idcodec.Type, local string, extra model.Mapping, pad int) {
+	id := local + " + " + base(typ)
 	keys := model.CountKeys(typ)
 	for _, k := range keys {
 		b.WriteString(", ")
-		b.WriteString(countSelect(db, id, k))
+		b.WriteString(countSelect(id, k))
 	}
 	for range pad - len(keys) {
 		b.WriteString(", 0")
@@ -58,8 +58,42 @@ func countColumns(b *strings.Builder, db DB, typ idcodec.Type, local string, ext
 	if extra == 0 {
 		b.WriteByte('0')
 	} else {
-		b.WriteString(countSelect(db, id, uint8(extra)))
+		b.WriteString(countSelect(id, uint8(extra)))
 	}
+}
+
+// The statements of the object tables. A read with counts is declared
+// for every type, every list whose length it may carry besides (extra, 0
+// for none) and, read alone, every Lock.
+var (
+	insertObject = perType("INSERT INTO {db}.{table} (doc, version, created_at, updated_at) VALUES (?, 1, ?, ?)")
+	insertCount  = perType("INSERT INTO {db}.{table} (doc, version, created_at, updated_at) VALUES (?, 1, ?, ?);" +
+		" SELECT LAST_INSERT_ID(), COALESCE((SELECT n FROM {db}.mapping_counts WHERE from_id = ? AND mapping = ?), 0)")
+	readObject    = perTypeLock("SELECT doc, flags, version, created_at, updated_at FROM {db}.{table} WHERE local_id = ?")
+	updateObject  = perType("UPDATE {db}.{table} SET doc = ?, version = version + 1, updated_at = ? WHERE local_id = ?")
+	readCounted   = perTypeExtra(func(typ idcodec.Type, extra model.Mapping) lockStmt { return perLock(countedSQL(typ, extra)) })
+	readObjectsOf = perTypeExtra(func(typ idcodec.Type, extra model.Mapping) stmt { return declare(objectsSQL(typ, extra)) })
+)
+
+// countedSQL is the read of one object of type typ with its counts and
+// extra's (ReadObjectCounted), before its lock.
+func countedSQL(typ idcodec.Type, extra model.Mapping) string {
+	var b strings.Builder
+	b.WriteString("SELECT o.doc, o.flags, o.version, o.created_at, o.updated_at")
+	countColumns(&b, typ, "o.local_id", extra, len(model.CountKeys(typ)))
+	b.WriteString(" FROM {db}." + objectTables[typ] + " o WHERE o.local_id = ?")
+	return b.String()
+}
+
+// objectsSQL is the head of one part of ReadObjects (objects of type typ
+// with extra's count), up to its IN list: its first placeholder is the
+// part's index.
+func objectsSQL(typ idcodec.Type, extra model.Mapping) string {
+	var b strings.Builder
+	b.WriteString("SELECT ?, o.local_id, o.doc, o.flags, o.version, o.created_at, o.updated_at")
+	countColumns(&b, typ, "o.local_id", extra, maxCounted)
+	b.WriteString(" FROM {db}." + objectTables[typ] + " o WHERE o.local_id IN (")
+	return b.String()
 }
 
 // countDest returns the scan destinations of a read's count columns
@@ -87,7 +121,7 @@ func countDest(typ idcodec.Type, pad int, n *int64) ([]any, func(r *Row)) {
 // id past the 36 bits an ID can carry is EShardFull; the caller's
 // transaction then rolls the row back.
 func InsertObject(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.Type, doc []byte, flags model.Flags, at time.Time) (model.Object, error) {
-	res, err := x.ExecContext(ctx, "INSERT INTO "+db.table(objectTables[typ])+" (doc, version, created_at, updated_at) VALUES (?, 1, ?, ?)", doc, at, at)
+	res, err := x.ExecContext(ctx, db.sql(insertObject.of(typ)), doc, at, at)
 	if err != nil {
 		return model.Object{}, err
 	}
@@ -95,6 +129,24 @@ func InsertObject(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.
 	if err != nil {
 		return model.Object{}, err
 	}
+	return newObject(db, typ, local, doc, flags, at)
+}
+
+// InsertObjectCount is InsertObject that also reads, in the same round
+// trip, the length of list l as Count does (no lock): a pin's create
+// learns its author's follower count with its insert.
+func InsertObjectCount(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.Type, doc []byte, flags model.Flags, at time.Time, l ListRef) (model.Object, int64, error) {
+	var local, n int64
+	if err := q.QueryRowxContext(ctx, db.sql(insertCount.of(typ)), doc, at, at, l.From, uint8(l.M)).Scan(&local, &n); err != nil {
+		return model.Object{}, 0, err
+	}
+	obj, err := newObject(db, typ, local, doc, flags, at)
+	return obj, n, err
+}
+
+// newObject is the object InsertObject made: local is its AUTO_INCREMENT
+// id.
+func newObject(db DB, typ idcodec.Type, local int64, doc []byte, flags model.Flags, at time.Time) (model.Object, error) {
 	id, err := idcodec.Encode(uint32(db.N), typ, uint64(local))
 	if err != nil {
 		return model.Object{}, model.Errorf(model.EShardFull, "shard %d has no %s ids left", db.N, typ)
@@ -110,7 +162,7 @@ func InsertObject(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.
 // transaction). A missing row is sql.ErrNoRows.
 func ReadObject(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.Type, local uint64, lock Lock) (Row, error) {
 	r := Row{Local: local}
-	err := q.QueryRowxContext(ctx, "SELECT doc, flags, version, created_at, updated_at FROM "+db.table(objectTables[typ])+" WHERE local_id = ?"+string(lock), local).
+	err := q.QueryRowxContext(ctx, db.sql(readObject[typ][lock]), local).
 		Scan(&r.Doc, &r.Flags, &r.Version, &r.Created, &r.Updated)
 	return r, err
 }
@@ -119,17 +171,10 @@ func ReadObject(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.T
 // carries (Row.Counts) and, when extra is set, of list extra too (n), with
 // one statement and the lock given. A missing row is sql.ErrNoRows.
 func ReadObjectCounted(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.Type, local uint64, extra model.Mapping, lock Lock) (r Row, n int64, err error) {
-	var b strings.Builder
-	b.WriteString("SELECT o.doc, o.flags, o.version, o.created_at, o.updated_at")
 	pad := len(model.CountKeys(typ))
-	countColumns(&b, db, typ, "o.local_id", extra, pad)
-	b.WriteString(" FROM ")
-	b.WriteString(db.table(objectTables[typ]))
-	b.WriteString(" o WHERE o.local_id = ?")
-	b.WriteString(string(lock))
 	r.Local = local
 	counts, fill := countDest(typ, pad, &n)
-	err = q.QueryRowxContext(ctx, b.String(), local).Scan(append([]any{&r.Doc, &r.Flags, &r.Version, &r.Created, &r.Updated}, counts...)...)
+	err = q.QueryRowxContext(ctx, db.sql(readCounted[typ][extra][lock]), local).Scan(append([]any{&r.Doc, &r.Flags, &r.Version, &r.Created, &r.Updated}, counts...)...)
 	fill(&r)
 	return r, n, err
 }
@@ -137,7 +182,7 @@ func ReadObjectCounted(ctx context.Context, q sqlx.QueryerContext, db DB, typ id
 // UpdateObject replaces an object's document and raises its version by
 // one; t records the object as changed.
 func UpdateObject(ctx context.Context, t *Tx, db DB, typ idcodec.Type, local uint64, doc []byte, at time.Time) error {
-	_, err := t.change(ctx, []uint64{db.ID(typ, local)}, "UPDATE "+db.table(objectTables[typ])+" SET doc = ?, version = version + 1, updated_at = ? WHERE local_id = ?", doc, at, local)
+	_, err := t.change(ctx, []uint64{db.ID(typ, local)}, db.sql(updateObject.of(typ)), doc, at, local)
 	return err
 }
 
@@ -163,13 +208,8 @@ func ReadObjects(ctx context.Context, q sqlx.QueryerContext, parts []ObjectSelec
 		if i > 0 {
 			b.WriteString(" UNION ALL ")
 		}
-		b.WriteString("SELECT ")
-		b.WriteString(strconv.Itoa(i))
-		b.WriteString(", o.local_id, o.doc, o.flags, o.version, o.created_at, o.updated_at")
-		countColumns(&b, p.DB, p.Type, "o.local_id", p.Count, maxCounted)
-		b.WriteString(" FROM ")
-		b.WriteString(p.DB.table(objectTables[p.Type]))
-		b.WriteString(" o WHERE o.local_id IN (")
+		b.WriteString(p.DB.sql(readObjectsOf[p.Type][p.Count]))
+		args = append(args, i)
 		for j, l := range p.Locals {
 			if j > 0 {
 				b.WriteByte(',')

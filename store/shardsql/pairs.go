@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -13,7 +12,14 @@ import (
 	"github.com/pinstore/pinstore/model"
 )
 
-const pairOutboxTable = "pair_outbox"
+// The statements of pair_outbox, and the read of one edge.
+var (
+	markPair   = declare("INSERT INTO {db}.pair_outbox (mapping, from_id, to_id, created_at) VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE created_at = VALUES(created_at)")
+	lockPair   = declare("SELECT 1 FROM {db}.pair_outbox WHERE mapping = ? AND from_id = ? AND to_id = ? FOR UPDATE")
+	unmarkPair = declare("DELETE FROM {db}.pair_outbox WHERE mapping = ? AND from_id = ? AND to_id = ?")
+	duePairs   = declare("SELECT mapping, from_id, to_id FROM {db}.pair_outbox WHERE created_at <= ? LIMIT ?")
+	readEdge   = perMapping("SELECT sequence FROM {db}.{table} WHERE from_id = ? AND to_id = ?")
+)
 
 // Pair is one pair of a mapping with an inverse, forward side: M (a
 // forward mapping) from From to To.
@@ -26,8 +32,7 @@ type Pair struct {
 // forward row, taking the row's lock: the first statement of every
 // transaction that changes p's forward row.
 func MarkPair(ctx context.Context, x sqlx.ExecerContext, db DB, p Pair, at time.Time) error {
-	_, err := x.ExecContext(ctx, "INSERT INTO "+db.table(pairOutboxTable)+" (mapping, from_id, to_id, created_at) VALUES (?, ?, ?, ?)"+
-		" ON DUPLICATE KEY UPDATE created_at = VALUES(created_at)", uint8(p.M), p.From, p.To, at)
+	_, err := x.ExecContext(ctx, db.sql(markPair), uint8(p.M), p.From, p.To, at)
 	return err
 }
 
@@ -36,8 +41,7 @@ func MarkPair(ctx context.Context, x sqlx.ExecerContext, db DB, p Pair, at time.
 // the forward row has already run.
 func LockPair(ctx context.Context, q sqlx.QueryerContext, db DB, p Pair) (bool, error) {
 	var one int
-	err := q.QueryRowxContext(ctx, "SELECT 1 FROM "+db.table(pairOutboxTable)+" WHERE mapping = ? AND from_id = ? AND to_id = ? FOR UPDATE",
-		uint8(p.M), p.From, p.To).Scan(&one)
+	err := q.QueryRowxContext(ctx, db.sql(lockPair), uint8(p.M), p.From, p.To).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -46,14 +50,14 @@ func LockPair(ctx context.Context, q sqlx.QueryerContext, db DB, p Pair) (bool, 
 
 // UnmarkPair deletes p's pair_outbox row: p is settled.
 func UnmarkPair(ctx context.Context, x sqlx.ExecerContext, db DB, p Pair) error {
-	_, err := x.ExecContext(ctx, "DELETE FROM "+db.table(pairOutboxTable)+" WHERE mapping = ? AND from_id = ? AND to_id = ?", uint8(p.M), p.From, p.To)
+	_, err := x.ExecContext(ctx, db.sql(unmarkPair), uint8(p.M), p.From, p.To)
 	return err
 }
 
 // ReadEdge reads the sequence of from→to in m's table; ok is false when
 // there is no such row.
 func ReadEdge(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping, from, to uint64) (seq int64, ok bool, err error) {
-	err = q.QueryRowxContext(ctx, "SELECT sequence FROM "+db.table(m.Table())+" WHERE from_id = ? AND to_id = ?", from, to).Scan(&seq)
+	err = q.QueryRowxContext(ctx, db.sql(readEdge.of(m)), from, to).Scan(&seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -63,7 +67,7 @@ func ReadEdge(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mapping
 // DuePairs reads, with one statement, up to n pairs per database of dbs
 // (all on one host) marked at or before cutoff.
 func DuePairs(ctx context.Context, q sqlx.QueryerContext, dbs []DB, cutoff time.Time, n int) ([]Pair, error) {
-	query, args := unionPerDB(dbs, "SELECT mapping, from_id, to_id FROM %s WHERE created_at <= ? LIMIT ?", pairOutboxTable, cutoff, n)
+	query, args := unionPerDB(dbs, duePairs, cutoff, n)
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -80,37 +84,32 @@ func DuePairs(ctx context.Context, q sqlx.QueryerContext, dbs []DB, cutoff time.
 	return out, rows.Err()
 }
 
-// unionPerDBTagged is unionPerDB for a query whose %d is the index of
-// the database in dbs (so a row says which shard it came from), before
-// its %s.
-func unionPerDBTagged(dbs []DB, query, table string, args ...any) (string, []any) {
-	var b strings.Builder
-	all := make([]any, 0, len(args)*len(dbs))
-	for i, db := range dbs {
-		if i > 0 {
-			b.WriteString(" UNION ALL ")
-		}
-		b.WriteByte('(')
-		b.WriteString(fmt.Sprintf(query, i, db.table(table)))
-		b.WriteByte(')')
-		all = append(all, args...)
-	}
-	return b.String(), all
+// unionPerDBTagged is unionPerDB for a statement whose first placeholder
+// is the index of the database in dbs (so each row says which it came
+// from).
+func unionPerDBTagged(dbs []DB, s stmt, args ...any) (string, []any) {
+	return union(dbs, s, true, args)
 }
 
-// unionPerDB runs query (whose %s is the table) on each of dbs, joined by
-// UNION ALL, each with args: a sweep of many shards of one host in one
-// statement.
-func unionPerDB(dbs []DB, query, table string, args ...any) (string, []any) {
+// unionPerDB runs statement s on each of dbs, joined by UNION ALL, each
+// with args: a sweep of many shards of one host in one statement.
+func unionPerDB(dbs []DB, s stmt, args ...any) (string, []any) {
+	return union(dbs, s, false, args)
+}
+
+func union(dbs []DB, s stmt, tagged bool, args []any) (string, []any) {
 	var b strings.Builder
-	all := make([]any, 0, len(args)*len(dbs))
+	all := make([]any, 0, (len(args)+1)*len(dbs))
 	for i, db := range dbs {
 		if i > 0 {
 			b.WriteString(" UNION ALL ")
 		}
 		b.WriteByte('(')
-		b.WriteString(fmt.Sprintf(query, db.table(table)))
+		b.WriteString(db.sql(s))
 		b.WriteByte(')')
+		if tagged {
+			all = append(all, i)
+		}
 		all = append(all, args...)
 	}
 	return b.String(), all

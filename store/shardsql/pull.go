@@ -12,16 +12,26 @@ import (
 // The pulled side of the hybrid feed: feed_pull_authors on an author's
 // shard says their pins are merged at read time; feed_pulled on a
 // follower's shard lists the pulled authors they follow.
-const (
-	pullAuthorsTable = "feed_pull_authors"
-	pulledTable      = "feed_pulled"
+var (
+	markPulled     = declare("INSERT IGNORE INTO {db}.feed_pull_authors (author_id, since) VALUES (?, ?)")
+	isPulled       = perLock("SELECT COUNT(*) FROM {db}.feed_pull_authors WHERE author_id = ?")
+	untoldPulled   = declare("SELECT author_id FROM {db}.feed_pull_authors WHERE told = 0 LIMIT ?")
+	markTold       = declare("UPDATE {db}.feed_pull_authors SET told = 1 WHERE author_id IN (")
+	insertPulled   = declare("INSERT IGNORE INTO {db}.feed_pulled (from_id, author_id) VALUES (?, ?)")
+	deletePulled   = declare("DELETE FROM {db}.feed_pulled WHERE from_id = ? AND author_id = ?")
+	hasPulled      = declare("SELECT COUNT(*) FROM {db}.feed_pulled WHERE from_id = ? AND author_id = ?")
+	pulledAuthors  = declare("SELECT author_id FROM {db}.feed_pulled WHERE from_id = ?")
+	pulledFollowed = declare("INSERT IGNORE INTO {db}.feed_pulled (from_id, author_id) SELECT from_id, to_id FROM {db}." + model.UserFollowing.Table() + " WHERE from_id IN (")
+	unfollowed     = declare("SELECT p.from_id, p.author_id FROM {db}.feed_pulled p LEFT JOIN {db}." + model.UserFollowing.Table() +
+		" g ON g.from_id = p.from_id AND g.to_id = p.author_id WHERE g.from_id IS NULL")
+	pulledPins = declare("(SELECT e.to_id, e.sequence FROM {db}." + model.UserPins.Table() + " e WHERE e.from_id = ?")
 )
 
 // MarkPulled records author as pulled from the pin at since, and reports
 // whether this call made the record (an author already pulled keeps the
 // first since). A new record is not told yet (PullAuthor.Told).
 func MarkPulled(ctx context.Context, x sqlx.ExecerContext, db DB, author uint64, since int64) (bool, error) {
-	res, err := x.ExecContext(ctx, "INSERT IGNORE INTO "+db.table(pullAuthorsTable)+" (author_id, since) VALUES (?, ?)", author, since)
+	res, err := x.ExecContext(ctx, db.sql(markPulled), author, since)
 	if err != nil {
 		return false, err
 	}
@@ -34,7 +44,7 @@ func MarkPulled(ctx context.Context, x sqlx.ExecerContext, db DB, author uint64,
 // transaction: a record being made meanwhile is waited for).
 func IsPulled(ctx context.Context, q sqlx.QueryerContext, db DB, author uint64, lock Lock) (bool, error) {
 	var n int
-	err := sqlx.GetContext(ctx, q, &n, "SELECT COUNT(*) FROM "+db.table(pullAuthorsTable)+" WHERE author_id = ?"+string(lock), author)
+	err := sqlx.GetContext(ctx, q, &n, db.sql(isPulled[lock]), author)
 	return n > 0, err
 }
 
@@ -42,68 +52,58 @@ func IsPulled(ctx context.Context, q sqlx.QueryerContext, db DB, author uint64, 
 // all been told yet.
 func UntoldPulled(ctx context.Context, q sqlx.QueryerContext, db DB, n int) ([]uint64, error) {
 	var ids []uint64
-	err := sqlx.SelectContext(ctx, q, &ids, "SELECT author_id FROM "+db.table(pullAuthorsTable)+" WHERE told = 0 LIMIT ?", n)
+	err := sqlx.SelectContext(ctx, q, &ids, db.sql(untoldPulled), n)
 	return ids, err
 }
 
 // MarkTold records that every follower of authors (at most FeedChunk) has
 // been told that they are pulled.
 func MarkTold(ctx context.Context, x sqlx.ExecerContext, db DB, authors []uint64) error {
-	q, args, err := sqlx.In("UPDATE "+db.table(pullAuthorsTable)+" SET told = 1 WHERE author_id IN (?)", authors)
-	if err != nil {
-		return err
+	args := make([]any, len(authors))
+	for i, a := range authors {
+		args[i] = a
 	}
-	_, err = x.ExecContext(ctx, q, args...)
+	_, err := x.ExecContext(ctx, placeholders(db.sql(markTold), len(authors), "?", ")"), args...)
 	return err
 }
 
 // InsertPulled records that follower follows the pulled author. The
 // caller holds the follow's own locks (a settle).
 func InsertPulled(ctx context.Context, x sqlx.ExecerContext, db DB, follower, author uint64) error {
-	_, err := x.ExecContext(ctx, "INSERT IGNORE INTO "+db.table(pulledTable)+" (from_id, author_id) VALUES (?, ?)", follower, author)
+	_, err := x.ExecContext(ctx, db.sql(insertPulled), follower, author)
 	return err
 }
 
 // InsertPulledFollowers records that followers (at most FeedChunk, all on
 // db) follow the pulled author, for those whose follow row still exists,
-// read under a shared lock like InsertFeedRows.
-func InsertPulledFollowers(ctx context.Context, tx sqlx.ExtContext, db DB, author uint64, followers []uint64) error {
-	following, err := stillFollowing(ctx, tx, db, author, followers)
-	if err != nil || len(following) == 0 {
-		return err
-	}
-	var q strings.Builder
-	args := make([]any, 0, 2*len(following))
-	q.WriteString("INSERT IGNORE INTO " + db.table(pulledTable) + " (from_id, author_id) VALUES ")
-	for i, f := range following {
-		if i > 0 {
-			q.WriteString(", ")
-		}
-		q.WriteString("(?, ?)")
-		args = append(args, f, author)
-	}
-	_, err = tx.ExecContext(ctx, q.String(), args...)
-	return err
+// read under a shared lock like InsertFeedRows: one INSERT … SELECT,
+// queued on a *Tx to go with its next statement.
+func InsertPulledFollowers(ctx context.Context, x sqlx.ExecerContext, db DB, author uint64, followers []uint64) error {
+	return later(ctx, x, stillFollowing(db, pulledFollowed, len(followers)), followingArgs(nil, followers, author)...)
 }
 
-// stillFollowing returns which of followers (all on db) follow author,
-// locking those follow rows in share mode so an unfollow waits for the
-// caller's transaction and then removes what it wrote.
-func stillFollowing(ctx context.Context, tx sqlx.ExtContext, db DB, author uint64, followers []uint64) ([]uint64, error) {
-	// Point look-ups on the primary key (from_id, to_id).
-	q, args, err := sqlx.In("SELECT from_id FROM "+db.table(model.UserFollowing.Table())+" WHERE from_id IN (?) AND to_id = ? LOCK IN SHARE MODE", followers, author)
-	if err != nil {
-		return nil, err
+// stillFollowing is the text of insert s (an INSERT … SELECT … FROM
+// user_following WHERE from_id IN (, declared) for n followers of one
+// author: the point look-ups on the primary key (from_id, to_id) lock
+// the follow rows they find in share mode, so an unfollow waits for the
+// caller's transaction and then removes what it wrote, and an unfollowed
+// follower gets no row.
+func stillFollowing(db DB, s stmt, n int) string {
+	return placeholders(db.sql(s), n, "?", ") AND to_id = ? LOCK IN SHARE MODE")
+}
+
+// followingArgs appends to args the arguments of stillFollowing's text.
+func followingArgs(args []any, followers []uint64, author uint64) []any {
+	for _, f := range followers {
+		args = append(args, f)
 	}
-	var following []uint64
-	err = sqlx.SelectContext(ctx, tx, &following, q, args...)
-	return following, err
+	return append(args, author)
 }
 
 // DeletePulled forgets that follower follows the pulled author (an
 // unfollow) and returns how many rows went.
 func DeletePulled(ctx context.Context, x sqlx.ExecerContext, db DB, follower, author uint64) (int64, error) {
-	res, err := x.ExecContext(ctx, "DELETE FROM "+db.table(pulledTable)+" WHERE from_id = ? AND author_id = ?", follower, author)
+	res, err := x.ExecContext(ctx, db.sql(deletePulled), follower, author)
 	if err != nil {
 		return 0, err
 	}
@@ -113,7 +113,7 @@ func DeletePulled(ctx context.Context, x sqlx.ExecerContext, db DB, follower, au
 // HasPulled reports whether follower's feed merges author's pins.
 func HasPulled(ctx context.Context, q sqlx.QueryerContext, db DB, follower, author uint64) (bool, error) {
 	var n int
-	err := sqlx.GetContext(ctx, q, &n, "SELECT COUNT(*) FROM "+db.table(pulledTable)+" WHERE from_id = ? AND author_id = ?", follower, author)
+	err := sqlx.GetContext(ctx, q, &n, db.sql(hasPulled), follower, author)
 	return n > 0, err
 }
 
@@ -121,15 +121,14 @@ func HasPulled(ctx context.Context, q sqlx.QueryerContext, db DB, follower, auth
 // of the primary key).
 func PulledAuthors(ctx context.Context, q sqlx.QueryerContext, db DB, follower uint64) ([]uint64, error) {
 	var ids []uint64
-	err := sqlx.SelectContext(ctx, q, &ids, "SELECT author_id FROM "+db.table(pulledTable)+" WHERE from_id = ?", follower)
+	err := sqlx.SelectContext(ctx, q, &ids, db.sql(pulledAuthors), follower)
 	return ids, err
 }
 
 // UnfollowedPulled lists the (follower, author) rows of db's feed_pulled
 // whose follower no longer follows the author.
 func UnfollowedPulled(ctx context.Context, q sqlx.QueryerContext, db DB) ([][2]uint64, error) {
-	return queryPairs(ctx, q, "SELECT p.from_id, p.author_id FROM "+db.table(pulledTable)+" p LEFT JOIN "+db.table(model.UserFollowing.Table())+
-		" g ON g.from_id = p.from_id AND g.to_id = p.author_id WHERE g.from_id IS NULL")
+	return queryPairs(ctx, q, db.sql(unfollowed))
 }
 
 // AuthorAt is an author and the shard database holding their pins.
@@ -150,7 +149,7 @@ func ReadPulledPins(ctx context.Context, q sqlx.QueryerContext, authors []Author
 		if i > 0 {
 			b.WriteString(" UNION ALL ")
 		}
-		b.WriteString("(SELECT e.to_id, e.sequence FROM " + a.DB.table(model.UserPins.Table()) + " e WHERE e.from_id = ?")
+		b.WriteString(a.DB.sql(pulledPins))
 		args = p.bounds(&b, append(args, a.Author), "e.")
 		if p.After != nil {
 			b.WriteString(keyset("e.", p.Desc))

@@ -12,13 +12,21 @@ import (
 	"github.com/pinstore/pinstore/idcodec"
 )
 
-const boardSavesTable = "board_saves"
+// The statements of board_saves, and of the documents a save's batch
+// locks and changes (by local id, an IN list).
+var (
+	boardSave       = perLock("SELECT saved_pin_id FROM {db}.board_saves WHERE board_id = ? AND source_pin_id = ?")
+	insertBoardSave = declare("INSERT INTO {db}.board_saves (board_id, source_pin_id, saved_pin_id) VALUES (?, ?, ?)")
+	deleteBoardSave = declare("DELETE FROM {db}.board_saves WHERE board_id = ? AND saved_pin_id = ?")
+	lockDocs        = perType("SELECT local_id, doc FROM {db}.{table} WHERE local_id IN (")
+	updateDocs      = perType("UPDATE {db}.{table} SET doc = CASE local_id")
+)
 
 // BoardSave reads the pin that saved source to board, with lock; 0 when
 // the board holds no save of it.
 func BoardSave(ctx context.Context, q sqlx.QueryerContext, db DB, board, source uint64, lock Lock) (uint64, error) {
 	var saved uint64
-	err := q.QueryRowxContext(ctx, "SELECT saved_pin_id FROM "+db.table(boardSavesTable)+" WHERE board_id = ? AND source_pin_id = ?"+string(lock), board, source).Scan(&saved)
+	err := q.QueryRowxContext(ctx, db.sql(boardSave[lock]), board, source).Scan(&saved)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -29,13 +37,13 @@ func BoardSave(ctx context.Context, q sqlx.QueryerContext, db DB, board, source 
 // that already holds a save of source is a duplicate key (IsDuplicate):
 // of two racing saves exactly one inserts.
 func InsertBoardSave(ctx context.Context, x sqlx.ExecerContext, db DB, board, source, saved uint64) error {
-	_, err := x.ExecContext(ctx, "INSERT INTO "+db.table(boardSavesTable)+" (board_id, source_pin_id, saved_pin_id) VALUES (?, ?, ?)", board, source, saved)
+	_, err := x.ExecContext(ctx, db.sql(insertBoardSave), board, source, saved)
 	return err
 }
 
 // DeleteBoardSave forgets saved as a save on board (its pin is deleted).
 func DeleteBoardSave(ctx context.Context, x sqlx.ExecerContext, db DB, board, saved uint64) error {
-	_, err := x.ExecContext(ctx, "DELETE FROM "+db.table(boardSavesTable)+" WHERE board_id = ? AND saved_pin_id = ?", board, saved)
+	_, err := x.ExecContext(ctx, db.sql(deleteBoardSave), board, saved)
 	return err
 }
 
@@ -50,7 +58,7 @@ func LockDocs(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.Typ
 		for i, l := range part {
 			args[i] = l
 		}
-		rows, err := q.QueryxContext(ctx, "SELECT local_id, doc FROM "+db.table(objectTables[typ])+" WHERE local_id IN (?"+strings.Repeat(", ?", len(part)-1)+") FOR UPDATE", args...)
+		rows, err := q.QueryxContext(ctx, placeholders(db.sql(lockDocs.of(typ)), len(part), "?", ") FOR UPDATE"), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -83,18 +91,17 @@ func UpdateDocs(ctx context.Context, t *Tx, db DB, typ idcodec.Type, docs map[ui
 		var b strings.Builder
 		args := make([]any, 0, 3*len(part)+1)
 		ids := make([]uint64, len(part))
-		b.WriteString("UPDATE " + db.table(objectTables[typ]) + " SET doc = CASE local_id")
 		for i, l := range part {
 			b.WriteString(" WHEN ? THEN ?")
 			args = append(args, l, docs[l])
 			ids[i] = db.ID(typ, l)
 		}
-		b.WriteString(" END, version = version + 1, updated_at = ? WHERE local_id IN (?" + strings.Repeat(", ?", len(part)-1) + ")")
+		b.WriteString(placeholders(" END, version = version + 1, updated_at = ? WHERE local_id IN (", len(part), "?", ")"))
 		args = append(args, at)
 		for _, l := range part {
 			args = append(args, l)
 		}
-		if _, err := t.change(ctx, ids, b.String(), args...); err != nil {
+		if _, err := t.change(ctx, ids, db.sql(updateDocs.of(typ))+b.String(), args...); err != nil {
 			return err
 		}
 	}

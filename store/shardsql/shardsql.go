@@ -46,9 +46,6 @@ type DB struct {
 	Name string
 }
 
-// table is the qualified name of one of the shard's tables.
-func (db DB) table(name string) string { return db.Name + "." + name }
-
 // ID composes the ID of an object of type typ on this shard.
 func (db DB) ID(typ idcodec.Type, local uint64) uint64 {
 	return idcodec.MustEncode(uint32(db.N), typ, local)
@@ -59,24 +56,25 @@ var objectTables = [...]string{idcodec.TypePin: "pins", idcodec.TypeBoard: "boar
 // ObjectTable is the table holding objects of typ.
 func ObjectTable(typ idcodec.Type) string { return objectTables[typ] }
 
-// Fixed table names besides the object and mapping tables.
-const (
-	countsTable = "mapping_counts"
-	FeedTable   = "user_feed"
-	outboxTable = "feed_outbox"
-)
+// FeedTable is the table of the materialised home feeds, a list table
+// like a mapping's.
+const FeedTable = "user_feed"
 
 // Lock is the locking clause of a read inside a transaction.
-type Lock string
+type Lock uint8
 
 const (
-	NoLock    Lock = ""
-	ShareLock Lock = " LOCK IN SHARE MODE"
-	ForUpdate Lock = " FOR UPDATE"
+	NoLock Lock = iota
+	ShareLock
+	ForUpdate
 	// ShareNoWait fails at once (MySQL error 1205, see LockBusy) instead
 	// of waiting for a transaction that is changing the row.
-	ShareNoWait Lock = " LOCK IN SHARE MODE NOWAIT"
+	ShareNoWait
+	numLocks
 )
+
+// lockClauses are the clauses of the locks, by Lock.
+var lockClauses = [numLocks]string{NoLock: "", ShareLock: " LOCK IN SHARE MODE", ForUpdate: " FOR UPDATE", ShareNoWait: " LOCK IN SHARE MODE NOWAIT"}
 
 // Now is the time pinstore stores: UTC, to the microsecond DATETIME(6)
 // keeps.

@@ -28,10 +28,34 @@ type Tx struct {
 	touched    []uint64
 	queued     strings.Builder
 	queuedArgs []any
+	marks      *cacheMarks // nil: no object cache to keep
+}
+
+// cacheMarks is where a Tx records, in the shard's cache_outbox, the
+// objects its statements change: the shard, the transaction's token, and
+// how many of Tx.touched are marked so far.
+type cacheMarks struct {
+	db     DB
+	token  uint64
+	marked int
 }
 
 // NewTx wraps tx.
 func NewTx(tx *sqlx.Tx) *Tx { return &Tx{Tx: tx} }
+
+// MarkCached makes t record in db's cache_outbox, in t itself, that the
+// cached copies of the objects its statements change must go; token names
+// this transaction's rows, so that only its own invalidation clears them
+// (a later transaction's rows replace them). The rows of every object a
+// statement changed go to the server with Flush, before the commit, in
+// one statement queued after the others (later.go): no statement can
+// change an object and leave it unmarked, the marks cost no round trip of
+// their own when other statements are queued, and a mark's row lock is
+// held from the end of the transaction only (transactions changing
+// different counts of one object do not wait for each other's).
+func (t *Tx) MarkCached(db DB, token uint64) {
+	t.marks = &cacheMarks{db: db, token: token}
+}
 
 // Touched lists the objects the transaction changed, in first-change order.
 func (t *Tx) Touched() []uint64 { return t.touched }
@@ -71,25 +95,34 @@ func containsID(ids []uint64, id uint64) bool {
 	return false
 }
 
-const cacheOutboxTable = "cache_outbox"
+// The statements of cache_outbox.
+var (
+	insertCacheMarks = declare("INSERT INTO {db}.cache_outbox (object_id, token, created_at) VALUES ")
+	deleteCacheMarks = declare("DELETE FROM {db}.cache_outbox WHERE (object_id, token) IN (")
+	dueCacheMarks    = declare("SELECT ?, object_id, token FROM {db}.cache_outbox WHERE created_at <= ? LIMIT ?")
+)
 
-// MarkCached records in the shard's cache_outbox, in the transaction that
-// changed them, that the cached copies of ids must go; token names this
-// transaction's rows, so that only its own invalidation clears them (a
-// later transaction's rows replace them).
-func MarkCached(ctx context.Context, x sqlx.ExecerContext, db DB, ids []uint64, token uint64, at time.Time) error {
-	var b strings.Builder
-	b.WriteString("INSERT INTO " + db.table(cacheOutboxTable) + " (object_id, token, created_at) VALUES ")
-	args := make([]any, 0, 3*len(ids))
+// queueMarks queues the cache_outbox rows of the objects recorded as
+// changed and not marked yet, when t marks them (MarkCached).
+func (t *Tx) queueMarks() {
+	m := t.marks
+	if m == nil || m.marked == len(t.touched) {
+		return
+	}
+	ids, at := t.touched[m.marked:], Now()
+	m.marked = len(t.touched)
+	if t.queued.Len() > 0 {
+		t.queued.WriteString("; ")
+	}
+	t.queued.WriteString(m.db.sql(insertCacheMarks))
 	for i, id := range ids {
 		if i > 0 {
-			b.WriteString(", ")
+			t.queued.WriteString(", ")
 		}
-		b.WriteString("(?, ?, ?)")
-		args = append(args, id, token, at)
+		t.queued.WriteString("(?, ?, ?)")
+		t.queuedArgs = append(t.queuedArgs, id, m.token, at)
 	}
-	b.WriteString(" ON DUPLICATE KEY UPDATE token = VALUES(token), created_at = VALUES(created_at)")
-	return later(ctx, x, b.String(), args...)
+	t.queued.WriteString(" ON DUPLICATE KEY UPDATE token = VALUES(token), created_at = VALUES(created_at)")
 }
 
 // CachedMark is a cache_outbox row: an object whose cached copy must go,
@@ -102,25 +135,18 @@ type CachedMark struct {
 // UnmarkCached deletes the cache_outbox rows of marks that still hold the
 // token given (their invalidation reached the cache).
 func UnmarkCached(ctx context.Context, x sqlx.ExecerContext, db DB, marks []CachedMark) error {
-	var b strings.Builder
-	b.WriteString("DELETE FROM " + db.table(cacheOutboxTable) + " WHERE (object_id, token) IN (")
 	args := make([]any, 0, 2*len(marks))
-	for i, m := range marks {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString("(?,?)")
+	for _, m := range marks {
 		args = append(args, m.ID, m.Token)
 	}
-	b.WriteByte(')')
-	_, err := x.ExecContext(ctx, b.String(), args...)
+	_, err := x.ExecContext(ctx, placeholders(db.sql(deleteCacheMarks), len(marks), "(?, ?)", ")"), args...)
 	return err
 }
 
 // DueCached reads, with one statement, up to n cache_outbox rows per
 // database of dbs (all on one host) recorded at or before cutoff.
 func DueCached(ctx context.Context, q sqlx.QueryerContext, dbs []DB, cutoff time.Time, n int) (map[DB][]CachedMark, error) {
-	query, args := unionPerDBTagged(dbs, "SELECT %d, object_id, token FROM %s WHERE created_at <= ? LIMIT ?", cacheOutboxTable, cutoff, n)
+	query, args := unionPerDBTagged(dbs, dueCacheMarks, cutoff, n)
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
