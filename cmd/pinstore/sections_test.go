@@ -104,7 +104,7 @@ func TestSectionsE2E(t *testing.T) {
 
 	// Bad input: a clear 4xx and nothing changed.
 	foreign := s.create("/v1/boards/"+other.ID+"/sections", map[string]any{"name": "x"})
-	before := s.dbState()
+	before := s.settledDB()
 	for _, tc := range []struct {
 		status       int
 		code         string
@@ -220,7 +220,7 @@ func TestSectionsSecrecyE2E(t *testing.T) {
 		t.Fatal("a section of a board made secret is not secret")
 	}
 	missing := unknownSibling(t, a.ID)
-	before := s.dbState()
+	before := s.settledDB()
 	for _, r := range []struct{ method, path string }{
 		{"GET", "/v1/sections/{s}"}, {"GET", "/v1/sections/{s}/pins"}, {"PATCH", "/v1/sections/{s}"}, {"DELETE", "/v1/sections/{s}"},
 	} {
