@@ -24,15 +24,10 @@ func hidden(typ idcodec.Type) error {
 	return errorf(model.ENotFound, "%s not found", typ)
 }
 
-// secretTypes lists the types whose objects can be secret, each with
-// the index among its document's Refs of the user who owns it (and may
-// see it while it is secret).
-var secretTypes = map[idcodec.Type]int{typeBoard: 0, typePin: 1, typeSection: 1}
-
 // ownerOf is the owner of an object that can be secret (0 for any other
 // object).
 func ownerOf(o model.Object) uint64 {
-	i, ok := secretTypes[o.Type]
+	i, ok := model.SecretOwner(o.Type)
 	if !ok {
 		return 0
 	}
@@ -45,9 +40,9 @@ func ownerOf(o model.Object) uint64 {
 
 // visibleTo reports whether viewer may see o: viewer 0 (a service token,
 // or auth off) sees everything; a user sees every object but the secret
-// ones (secretTypes) of others.
+// ones (model.SecretOwner) of others.
 func visibleTo(o model.Object, viewer uint64) bool {
-	if _, ok := secretTypes[o.Type]; viewer == 0 || !ok || !o.Flags.Secret() {
+	if _, ok := model.SecretOwner(o.Type); viewer == 0 || !ok || !o.Flags.Secret() {
 		return true
 	}
 	return ownerOf(o) == viewer

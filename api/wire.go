@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 )
 
@@ -26,22 +25,11 @@ import (
 // Payload and encoding/json instead, so the output is the same either way;
 // a test checks that against Payload for every type.
 
-// wireField is one documented member of a type's wire form, in order.
-type wireField struct {
-	name string // the member name, in stored documents and on the wire
-	def  string // written when the document omits it; "" means required
-}
+// wireField is one documented member of a type's wire form, in order
+// (model.ObjectType.Wire).
+type wireField = model.WireField
 
-// wireFields lists each type's documented members, in wire order.
-var wireFields = [...][]wireField{
-	idcodec.TypeUser:    {{"username", ""}, {"display_name", `""`}, {"data", "{}"}},
-	idcodec.TypeBoard:   {{"owner_id", ""}, {"name", ""}, {"description", `""`}, {"data", "{}"}, {"secret", "false"}},
-	idcodec.TypePin:     {{"board_id", ""}, {"owner_id", ""}, {"link", `""`}, {"description", `""`}, {"image_url", `""`}, {"data", "{}"}, {"saved_from", "null"}, {"section_id", "null"}, {"secret", "false"}},
-	idcodec.TypeComment: {{"pin_id", ""}, {"author_id", ""}, {"text", ""}, {"data", "{}"}},
-	idcodec.TypeSection: {{"board_id", ""}, {"owner_id", ""}, {"name", ""}, {"data", "{}"}, {"secret", "false"}},
-}
-
-// maxWireFields bounds len(wireFields[t]).
+// maxWireFields bounds the number of a type's wire fields.
 const maxWireFields = 9
 
 // appendObject appends o's wire form to b.
@@ -60,10 +48,11 @@ func appendObject(b []byte, o model.Object) ([]byte, error) {
 // in content up to its old length) when the document is not in the form
 // it recognises.
 func spliceObject(b []byte, o model.Object) ([]byte, bool) {
-	if int(o.Type) >= len(wireFields) || wireFields[o.Type] == nil {
+	t, ok := model.TypeOf(o.Type)
+	if !ok || len(t.Wire) > maxWireFields {
 		return b, false
 	}
-	fields := wireFields[o.Type]
+	fields := t.Wire
 	var spans [maxWireFields][2]int
 	if !scanDoc(o.Doc, fields, &spans) {
 		return b, false
@@ -75,13 +64,13 @@ func spliceObject(b []byte, o model.Object) ([]byte, bool) {
 	b = append(b, '"')
 	for i, f := range fields {
 		b = append(b, ',', '"')
-		b = append(b, f.name...)
+		b = append(b, f.Name...)
 		b = append(b, '"', ':')
 		v := o.Doc[spans[i][0]:spans[i][1]]
 		switch {
 		case len(v) == 0:
-			b = append(b, f.def...)
-		case f.name == "data" && string(v) == "null":
+			b = append(b, f.Default...)
+		case f.Name == "data" && string(v) == "null":
 			b = append(b, "{}"...)
 		default:
 			b = append(b, v...)
@@ -131,7 +120,7 @@ func scanDoc(doc []byte, fields []wireField, spans *[maxWireFields][2]int) bool 
 		}
 		k := -1
 		for j, f := range fields {
-			if string(name) == f.name {
+			if string(name) == f.Name {
 				k = j
 				break
 			}
@@ -164,7 +153,7 @@ func scanDoc(doc []byte, fields []wireField, spans *[maxWireFields][2]int) bool 
 
 func requiredPresent(fields []wireField, spans *[maxWireFields][2]int) bool {
 	for i, f := range fields {
-		if f.def == "" && spans[i][1] == 0 {
+		if f.Default == "" && spans[i][1] == 0 {
 			return false
 		}
 	}

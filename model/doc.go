@@ -7,7 +7,7 @@ import (
 	"github.com/pinstore/pinstore/idcodec"
 )
 
-// Doc is any of the four stored documents.
+// Doc is any of the stored documents (ObjectType.New makes an empty one).
 type Doc interface {
 	Validate(Limits) error
 	// Refs are the ids that fix where the object lives and whom it
@@ -35,23 +35,14 @@ func (d *PinDoc) SetActive(a bool)     { d.Active = a }
 func (d *CommentDoc) SetActive(a bool) { d.Active = a }
 func (d *SectionDoc) SetActive(a bool) { d.Active = a }
 
-// newDocs makes, per type, an empty document of it: a type's row here is
-// all NewDoc, DecodeDoc and PatchDoc need of it.
-var newDocs = [...]func() Doc{
-	idcodec.TypeUser:    func() Doc { return new(UserDoc) },
-	idcodec.TypeBoard:   func() Doc { return new(BoardDoc) },
-	idcodec.TypePin:     func() Doc { return new(PinDoc) },
-	idcodec.TypeComment: func() Doc { return new(CommentDoc) },
-	idcodec.TypeSection: func() Doc { return new(SectionDoc) },
-}
-
 // NewDoc returns an empty document of the given type, or nil for an
 // unknown type.
 func NewDoc(typ idcodec.Type) Doc {
-	if int(typ) >= len(newDocs) || newDocs[typ] == nil {
+	t, ok := TypeOf(typ)
+	if !ok {
 		return nil
 	}
-	return newDocs[typ]()
+	return t.New()
 }
 
 // DecodeDoc parses a stored document of type typ. Unknown fields are an

@@ -51,44 +51,29 @@ var mappings = [...]mappingInfo{
 	SectionPins:   {"section_pins", idcodec.TypeSection, idcodec.TypePin, 0, true, "pins"},
 }
 
-// counted lists, per type, the lists whose lengths an object carries.
-var counted = [...][]Mapping{
-	idcodec.TypeUser:    {UserFollowers, UserFollowing, UserBoards, UserPins},
-	idcodec.TypeBoard:   {BoardPins, BoardSections},
-	idcodec.TypePin:     {PinLikers, PinComments, PinSaves},
-	idcodec.TypeSection: {SectionPins},
-}
-
 // Counted lists the lists whose lengths an object of typ carries (a pin
 // its likes, comments and saves, a board its pins and sections, a section
 // its pins, a user their followers,
 // following, boards and pins), in the order of Object.Counts. Every one
 // lives on the object's own shard, so they are read with the object.
 func Counted(typ idcodec.Type) []Mapping {
-	if int(typ) >= len(counted) {
-		return nil
+	if t, ok := TypeOf(typ); ok {
+		return t.Counted
 	}
-	return counted[typ]
-}
-
-// secretCounted lists, per type, the lists of Counted whose secret
-// entries (boards that are secret, pins on them) the object also counts,
-// apart: a user's boards and pins. Each is kept in the same shard
-// transaction as the list (the list, its objects and their owner share a
-// shard), so the owner sees the exact count and anyone else the count
-// without them.
-var secretCounted = [...][]Mapping{
-	idcodec.TypeUser: {UserBoards, UserPins},
+	return nil
 }
 
 // SecretCounted lists the lists of Counted(typ) whose secret entries an
-// object of typ also counts. Object.Counts holds, after the lengths of
+// object of typ also counts (a user's boards and pins), apart. Each is
+// kept in the same shard transaction as the list (the list, its objects
+// and their owner share a shard), so the owner sees the exact count and
+// anyone else the count without them. Object.Counts holds, after the lengths of
 // Counted(typ), the number of secret entries of each, in this order.
 func SecretCounted(typ idcodec.Type) []Mapping {
-	if int(typ) >= len(secretCounted) {
-		return nil
+	if t, ok := TypeOf(typ); ok {
+		return t.SecretCounted
 	}
-	return secretCounted[typ]
+	return nil
 }
 
 // CountKeys lists what an object of typ carries in Object.Counts, as the

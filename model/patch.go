@@ -24,18 +24,14 @@ import (
 // readOnlyFields are refused in every patch, whatever the type.
 var readOnlyFields = []string{"id", "type", "version", "created_at", "updated_at", "owner_id", "board_id", "pin_id", "author_id", "saved_from", "secret", "section_id"}
 
-// editableFields lists, per type, the fields a patch may set.
-var editableFields = map[idcodec.Type][]string{
-	idcodec.TypeUser:    {"username", "display_name", "data"},
-	idcodec.TypeBoard:   {"name", "description", "data", "secret"},
-	idcodec.TypePin:     {"link", "description", "image_url", "data"},
-	idcodec.TypeComment: {"text", "data"},
-	idcodec.TypeSection: {"name", "data"},
-}
-
 // EditableFields returns the fields a patch of an object of type t may set,
 // or nil for an unknown type.
-func EditableFields(t idcodec.Type) []string { return slices.Clone(editableFields[t]) }
+func EditableFields(t idcodec.Type) []string {
+	if d, ok := TypeOf(t); ok {
+		return slices.Clone(d.Editable)
+	}
+	return nil
+}
 
 // ReadOnlyFields returns the fields no patch may contain.
 func ReadOnlyFields() []string { return slices.Clone(readOnlyFields) }
@@ -48,13 +44,13 @@ func CheckPatch(t idcodec.Type, patch []byte) error {
 	if err != nil {
 		return err
 	}
-	allowed, ok := editableFields[t]
+	d, ok := TypeOf(t)
 	if !ok {
 		return Errorf(EInvalid, "objects of type %s cannot be patched", t)
 	}
 	for _, name := range members {
 		switch {
-		case slices.Contains(allowed, name):
+		case slices.Contains(d.Editable, name):
 		case slices.Contains(readOnlyFields, name):
 			return Errorf(EInvalid, "%s is read-only", name)
 		default:

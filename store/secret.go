@@ -20,17 +20,13 @@ import (
 // since the owner, their boards and their pins share that shard too.
 // Feeds hide such pins when they are read; nothing else is rewritten.
 
-// secretCopies lists the lists of a board whose objects carry the
-// board's secret flag: its pins and its sections.
-var secretCopies = [...]model.Mapping{model.BoardPins, model.BoardSections}
-
 // setSecret gives board (its new document bd) and every live pin and
 // section of it bd's flag, inside the board's update transaction, and
 // moves them between its owner's counts of secret and other boards and
 // pins.
 func setSecret(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, board uint64, bd *model.BoardDoc, at time.Time) error {
 	var pins int
-	for _, m := range secretCopies {
+	for _, m := range model.SecretCopies() {
 		n, err := rewriteList(ctx, tx, op, sh, m, board, at, func(d model.Doc) bool {
 			sd := d.(model.SecretDoc)
 			if sd.IsSecret() == bd.Secret {

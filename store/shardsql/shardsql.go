@@ -51,7 +51,14 @@ func (db DB) ID(typ idcodec.Type, local uint64) uint64 {
 	return idcodec.MustEncode(uint32(db.N), typ, local)
 }
 
-var objectTables = [...]string{idcodec.TypePin: "pins", idcodec.TypeBoard: "boards", idcodec.TypeUser: "users", idcodec.TypeComment: "comments", idcodec.TypeSection: "sections"}
+// objectTables are the object tables by type, from the types' declarations
+// (model.ObjectType.Table).
+var objectTables = func() (t [model.TypeSlots]string) {
+	for _, typ := range model.ObjectTypes() {
+		t[typ] = model.Table(typ)
+	}
+	return t
+}()
 
 // ObjectTable is the table holding objects of typ.
 func ObjectTable(typ idcodec.Type) string { return objectTables[typ] }

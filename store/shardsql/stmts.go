@@ -22,7 +22,7 @@ import (
 // database sends it, and kept (DB.sql): a call costs a look-up, not a
 // concatenation. A statement of variable length (an IN list, rows of
 // VALUES) is a declared head and its placeholders (placeholders). So a
-// new object type or mapping is a row of objectTables or of model's
+// new object type or mapping is a row of model's object types (ObjectType) or
 // mappings, and its statements follow (TestEveryTypeAndMappingIsDeclared).
 
 // stmt names a declared statement.

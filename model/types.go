@@ -1,0 +1,135 @@
+package model
+
+import "github.com/pinstore/pinstore/idcodec"
+
+// ObjectType declares one object type: what every package that stores,
+// checks, patches, counts, hides or writes objects needs to know of it.
+// The type's id and name are idcodec's; its document is a Go struct in
+// model.go; what is not data (how the API renders it, what its delete
+// unlinks) is a row keyed by the type in the package that does it.
+type ObjectType struct {
+	Table    string      // its table in every shard database
+	New      func() Doc  // an empty document of it
+	Wire     []WireField // its documented members, in wire order
+	Editable []string    // the members a patch may set
+	// Counted lists the lists whose lengths an object carries, in the
+	// order of Object.Counts; every one lives on the object's own shard,
+	// so they are read with the object. SecretCounted are those of them
+	// whose secret entries it also counts, apart.
+	Counted, SecretCounted []Mapping
+	// Owner, for a type whose objects can be secret, is the index in the
+	// document's Refs of the user who owns it and alone (with service
+	// tokens) sees it while it is secret; -1 for a type that is never
+	// secret.
+	Owner int
+	// SecretFrom is the board's list through which an object inherits
+	// its board's secret flag (every change of the flag rewrites the
+	// objects on it); 0 for a type that does not inherit it.
+	SecretFrom Mapping
+}
+
+// WireField is one documented member of a type's wire form.
+type WireField struct {
+	Name    string // the member name, in stored documents and on the wire
+	Default string // written when the document omits it; "" means required
+}
+
+// The object types, by idcodec type. A new type is its idcodec constant
+// and name, its document struct, a row here, its migration and routes.
+var objectTypes = [...]ObjectType{
+	idcodec.TypeUser: {
+		Table:         "users",
+		New:           func() Doc { return new(UserDoc) },
+		Wire:          []WireField{{"username", ""}, {"display_name", `""`}, {"data", "{}"}},
+		Editable:      []string{"username", "display_name", "data"},
+		Counted:       []Mapping{UserFollowers, UserFollowing, UserBoards, UserPins},
+		SecretCounted: []Mapping{UserBoards, UserPins},
+		Owner:         -1,
+	},
+	idcodec.TypeBoard: {
+		Table:    "boards",
+		New:      func() Doc { return new(BoardDoc) },
+		Wire:     []WireField{{"owner_id", ""}, {"name", ""}, {"description", `""`}, {"data", "{}"}, {"secret", "false"}},
+		Editable: []string{"name", "description", "data", "secret"},
+		Counted:  []Mapping{BoardPins, BoardSections},
+		Owner:    0,
+	},
+	idcodec.TypePin: {
+		Table:      "pins",
+		New:        func() Doc { return new(PinDoc) },
+		Wire:       []WireField{{"board_id", ""}, {"owner_id", ""}, {"link", `""`}, {"description", `""`}, {"image_url", `""`}, {"data", "{}"}, {"saved_from", "null"}, {"section_id", "null"}, {"secret", "false"}},
+		Editable:   []string{"link", "description", "image_url", "data"},
+		Counted:    []Mapping{PinLikers, PinComments, PinSaves},
+		Owner:      1,
+		SecretFrom: BoardPins,
+	},
+	idcodec.TypeComment: {
+		Table:    "comments",
+		New:      func() Doc { return new(CommentDoc) },
+		Wire:     []WireField{{"pin_id", ""}, {"author_id", ""}, {"text", ""}, {"data", "{}"}},
+		Editable: []string{"text", "data"},
+		Owner:    -1,
+	},
+	idcodec.TypeSection: {
+		Table:      "sections",
+		New:        func() Doc { return new(SectionDoc) },
+		Wire:       []WireField{{"board_id", ""}, {"owner_id", ""}, {"name", ""}, {"data", "{}"}, {"secret", "false"}},
+		Editable:   []string{"name", "data"},
+		Counted:    []Mapping{SectionPins},
+		Owner:      1,
+		SecretFrom: BoardSections,
+	},
+}
+
+// TypeSlots bounds every idcodec type that has a declaration: tables
+// indexed by type have this length.
+const TypeSlots = len(objectTypes)
+
+// TypeOf returns typ's declaration; ok is false for a type that has none.
+func TypeOf(typ idcodec.Type) (t *ObjectType, ok bool) {
+	if int(typ) >= len(objectTypes) || objectTypes[typ].New == nil {
+		return nil, false
+	}
+	return &objectTypes[typ], true
+}
+
+// ObjectTypes lists every declared type, in idcodec order.
+func ObjectTypes() []idcodec.Type {
+	var out []idcodec.Type
+	for typ, t := range objectTypes {
+		if t.New != nil {
+			out = append(out, idcodec.Type(typ))
+		}
+	}
+	return out
+}
+
+// Table is the table holding objects of typ in every shard ("" for a
+// type that has no declaration).
+func Table(typ idcodec.Type) string {
+	if t, ok := TypeOf(typ); ok {
+		return t.Table
+	}
+	return ""
+}
+
+// SecretOwner reports whether objects of typ can be secret and, if so,
+// the index in their document's Refs of the user who owns them.
+func SecretOwner(typ idcodec.Type) (ref int, ok bool) {
+	if t, found := TypeOf(typ); found && t.Owner >= 0 {
+		return t.Owner, true
+	}
+	return 0, false
+}
+
+// SecretCopies lists the board's lists whose objects carry the board's
+// secret flag (ObjectType.SecretFrom): its pins and its sections.
+func SecretCopies() []Mapping {
+	var out []Mapping
+	for _, t := range objectTypes {
+		if t.SecretFrom != 0 {
+			out = append(out, t.SecretFrom)
+		}
+	}
+	return out
+}
