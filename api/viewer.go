@@ -22,21 +22,6 @@ type EdgeReader interface {
 	HasMany(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error)
 }
 
-// edgeNames is what a viewer edge is called on the wire, per mapping.
-var edgeNames = map[model.Mapping]string{model.UserLikes: "liked", model.UserFollowing: "following"}
-
-// viewerEdge is the mapping whose rows say the viewer's state about
-// objects of typ: likes for pins, follows for users.
-func viewerEdge(typ idcodec.Type) (model.Mapping, bool) {
-	switch typ {
-	case typePin:
-		return model.UserLikes, true
-	case typeUser:
-		return model.UserFollowing, true
-	}
-	return 0, false
-}
-
 // hasEdge: GET /v1/users/{id}/likes/{pin_id} and …/following/{target_id}:
 // 204 when the user likes the pin (follows the target), 404 when not, when
 // the user or the target does not exist, or when the caller may not see
@@ -56,7 +41,7 @@ func (s *Server) hasEdge(m model.Mapping, param string) handlerFunc {
 			return err
 		}
 		if !has[0] {
-			return errorf(model.ENotFound, "user %d does not %s %s %d", from, map[model.Mapping]string{model.UserLikes: "like", model.UserFollowing: "follow"}[m], m.To(), to)
+			return errorf(model.ENotFound, "user %d does not %s %s %d", from, m.Verb(), m.To(), to)
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return nil
@@ -87,7 +72,7 @@ func (s *Server) hasEdges(m model.Mapping) handlerFunc {
 		for i, id := range ids {
 			byID[strconv.FormatUint(id, 10)] = has[i]
 		}
-		name := edgeNames[m]
+		name := m.ViewerEdge()
 		return writeBuilt(w, http.StatusOK, func(b []byte) ([]byte, error) {
 			b = append(b, `{"items":[`...)
 			for i, key := range order { // every key is an ID parseIDList accepted: digits only
@@ -126,7 +111,7 @@ func parseViewer(r *http.Request, typ idcodec.Type) (viewer, error) {
 	if err != nil {
 		return viewer{}, err
 	}
-	m, ok := viewerEdge(typ)
+	m, ok := model.ViewerEdgeOf(typ)
 	if !ok {
 		return viewer{}, errorf(model.EInvalid, "viewer applies to lists of pins or of users, not of %ss", typ)
 	}
@@ -145,7 +130,7 @@ func (s *Server) page(ctx context.Context, v viewer, objs []model.Object, next s
 		ids[i] = o.ID
 	}
 	flags, err := s.edges.HasMany(ctx, v.edge, v.user, ids)
-	p.edge, p.flags = edgeNames[v.edge], flags
+	p.edge, p.flags = v.edge.ViewerEdge(), flags
 	return p, err
 }
 

@@ -34,21 +34,25 @@ type mappingInfo struct {
 	inverse  Mapping
 	forward  bool   // the side written first and trusted by repair
 	count    string // the name of the list's length among its owner's counts
+	// viewer names, for a list whose rows are a viewer's state about the
+	// objects it lists (a user's likes, a user's follows), that state on
+	// the wire ("liked") and its verb ("like"); "" for every other list.
+	viewer, verb string
 }
 
 var mappings = [...]mappingInfo{
-	UserBoards:    {"user_boards", idcodec.TypeUser, idcodec.TypeBoard, 0, true, "boards"},
-	BoardPins:     {"board_pins", idcodec.TypeBoard, idcodec.TypePin, 0, true, "pins"},
-	UserPins:      {"user_pins", idcodec.TypeUser, idcodec.TypePin, 0, true, "pins"},
-	UserFollowing: {"user_following", idcodec.TypeUser, idcodec.TypeUser, UserFollowers, true, "following"},
-	UserFollowers: {"user_followers", idcodec.TypeUser, idcodec.TypeUser, UserFollowing, false, "followers"},
-	UserLikes:     {"user_likes", idcodec.TypeUser, idcodec.TypePin, PinLikers, true, "likes"},
-	PinLikers:     {"pin_likers", idcodec.TypePin, idcodec.TypeUser, UserLikes, false, "likes"},
-	PinComments:   {"pin_comments", idcodec.TypePin, idcodec.TypeComment, 0, true, "comments"},
-	PinSavedFrom:  {"pin_saved_from", idcodec.TypePin, idcodec.TypePin, PinSaves, true, "saved_from"},
-	PinSaves:      {"pin_saves", idcodec.TypePin, idcodec.TypePin, PinSavedFrom, false, "saves"},
-	BoardSections: {"board_sections", idcodec.TypeBoard, idcodec.TypeSection, 0, true, "sections"},
-	SectionPins:   {"section_pins", idcodec.TypeSection, idcodec.TypePin, 0, true, "pins"},
+	UserBoards:    {"user_boards", idcodec.TypeUser, idcodec.TypeBoard, 0, true, "boards", "", ""},
+	BoardPins:     {"board_pins", idcodec.TypeBoard, idcodec.TypePin, 0, true, "pins", "", ""},
+	UserPins:      {"user_pins", idcodec.TypeUser, idcodec.TypePin, 0, true, "pins", "", ""},
+	UserFollowing: {"user_following", idcodec.TypeUser, idcodec.TypeUser, UserFollowers, true, "following", "following", "follow"},
+	UserFollowers: {"user_followers", idcodec.TypeUser, idcodec.TypeUser, UserFollowing, false, "followers", "", ""},
+	UserLikes:     {"user_likes", idcodec.TypeUser, idcodec.TypePin, PinLikers, true, "likes", "liked", "like"},
+	PinLikers:     {"pin_likers", idcodec.TypePin, idcodec.TypeUser, UserLikes, false, "likes", "", ""},
+	PinComments:   {"pin_comments", idcodec.TypePin, idcodec.TypeComment, 0, true, "comments", "", ""},
+	PinSavedFrom:  {"pin_saved_from", idcodec.TypePin, idcodec.TypePin, PinSaves, true, "saved_from", "", ""},
+	PinSaves:      {"pin_saves", idcodec.TypePin, idcodec.TypePin, PinSavedFrom, false, "saves", "", ""},
+	BoardSections: {"board_sections", idcodec.TypeBoard, idcodec.TypeSection, 0, true, "sections", "", ""},
+	SectionPins:   {"section_pins", idcodec.TypeSection, idcodec.TypePin, 0, true, "pins", "", ""},
 }
 
 // Counted lists the lists whose lengths an object of typ carries (a pin
@@ -134,6 +138,26 @@ func (m Mapping) Inverse() (Mapping, bool) { return mappings[m].inverse, mapping
 // sections, a section's pins, a pin's comments): the mappings kept by creating and deleting objects, which have
 // no inverse.
 func (m Mapping) Colocated() bool { return m.Valid() && mappings[m].inverse == 0 }
+
+// ViewerEdge is what m's row says of the object it lists, on the wire
+// ("liked", "following"), for a list whose rows are a user's state about
+// objects (a viewer edge); "" for any other list.
+func (m Mapping) ViewerEdge() string { return mappings[m].viewer }
+
+// Verb is what m's from object does to its to object ("like",
+// "follow"), for a viewer edge; "" for any other list.
+func (m Mapping) Verb() string { return mappings[m].verb }
+
+// ViewerEdgeOf is the list whose rows say a viewer's state about objects
+// of typ (likes for pins, follows for users).
+func ViewerEdgeOf(typ idcodec.Type) (Mapping, bool) {
+	for _, m := range Mappings() {
+		if mappings[m].viewer != "" && m.To() == typ {
+			return m, true
+		}
+	}
+	return 0, false
+}
 
 // Forward reports whether m is the side written first (and trusted by
 // repair) of an inverse pair; mappings without an inverse are forward.

@@ -69,3 +69,19 @@ func TestObjectTypesAgreeWithTheirDocuments(t *testing.T) {
 		t.Errorf("SecretCopies() = %v, want board_pins, board_sections", got)
 	}
 }
+
+// TestViewerEdges checks the lists declared as a viewer's state: a pin's
+// is the user's likes, a user's the user's follows, and nothing else has
+// one.
+func TestViewerEdges(t *testing.T) {
+	want := map[idcodec.Type]Mapping{idcodec.TypePin: UserLikes, idcodec.TypeUser: UserFollowing}
+	for _, typ := range ObjectTypes() {
+		m, ok := ViewerEdgeOf(typ)
+		if w, has := want[typ]; ok != has || m != w {
+			t.Errorf("ViewerEdgeOf(%s) = %s, %v; want %s, %v", typ, m, ok, w, has)
+		}
+	}
+	if UserLikes.ViewerEdge() != "liked" || UserFollowing.Verb() != "follow" || BoardPins.ViewerEdge() != "" {
+		t.Error("viewer edge names differ from the wire's")
+	}
+}
