@@ -164,24 +164,21 @@ func drainMark(m model.Mapping, obj uint64) shardsql.Pair {
 }
 
 // drainList empties the list a drain mark names, then deletes the mark:
-// every pair of it is removed with its other side (a pin's likers, a
-// user's follows both ways and likes), or, for a user's boards, every
-// board is deleted. Running it again is harmless.
+// every pair of a list with an inverse (a pin's likers and saves, a
+// user's follows both ways and likes) is removed with its other side, as
+// the lists' declarations pair them; for a user's boards, every board is
+// deleted. Running it again is harmless.
 func (s *Store) drainList(ctx context.Context, op string, p shardsql.Pair) error {
 	var err error
-	switch p.M {
-	case model.PinLikers:
-		err = s.drain(ctx, op, model.PinLikers, p.From, model.UserLikes, true)
-	case model.PinSaves: // the saves stay, each with its own content; only the pairs go
-		err = s.drain(ctx, op, model.PinSaves, p.From, model.PinSavedFrom, true)
-	case model.UserFollowing:
-		err = s.drain(ctx, op, model.UserFollowing, p.From, model.UserFollowing, false)
-	case model.UserFollowers:
-		err = s.drain(ctx, op, model.UserFollowers, p.From, model.UserFollowing, true)
-	case model.UserLikes:
-		err = s.drain(ctx, op, model.UserLikes, p.From, model.UserLikes, false)
-	case model.UserBoards:
+	inv, paired := p.M.Inverse()
+	switch {
+	case p.M == model.UserBoards:
 		err = s.deleteBoardsOf(ctx, op, p.From)
+	case paired && p.M.Forward(): // a user's follows or likes: each pair as it is
+		err = s.drain(ctx, op, p.M, p.From, p.M, false)
+	case paired: // a pin's likers or saves, a user's followers: each pair as its forward side
+		// (a save stays, with its own content; only the pair goes)
+		err = s.drain(ctx, op, p.M, p.From, inv, true)
 	}
 	if err != nil {
 		return err
