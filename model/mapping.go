@@ -57,9 +57,9 @@ var mappings = [...]mappingInfo{
 
 // Counted lists the lists whose lengths an object of typ carries (a pin
 // its likes, comments and saves, a board its pins and sections, a section
-// its pins, a user their followers,
-// following, boards and pins), in the order of Object.Counts. Every one
-// lives on the object's own shard, so they are read with the object.
+// its pins, a user their followers, following, boards and pins), in the
+// order of Object.Counts (ObjectType.Counted). Every one lives on the
+// object's own shard, so they are read with the object.
 func Counted(typ idcodec.Type) []Mapping {
 	if t, ok := TypeOf(typ); ok {
 		return t.Counted
@@ -71,8 +71,9 @@ func Counted(typ idcodec.Type) []Mapping {
 // object of typ also counts (a user's boards and pins), apart. Each is
 // kept in the same shard transaction as the list (the list, its objects
 // and their owner share a shard), so the owner sees the exact count and
-// anyone else the count without them. Object.Counts holds, after the lengths of
-// Counted(typ), the number of secret entries of each, in this order.
+// anyone else the count without them. Object.Counts holds, after the
+// lengths of Counted(typ), the number of secret entries of each, in this
+// order.
 func SecretCounted(typ idcodec.Type) []Mapping {
 	if t, ok := TypeOf(typ); ok {
 		return t.SecretCounted
