@@ -27,14 +27,7 @@ func TestBoardSecretFlipsItsPins(t *testing.T) {
 	}
 	setSecret := func(secret bool) model.Object {
 		t.Helper()
-		o, err := s.Update(ctx, board, idcodec.TypeBoard, 0, func(doc []byte) ([]byte, error) {
-			var d model.BoardDoc
-			if err := json.Unmarshal(doc, &d); err != nil {
-				return nil, err
-			}
-			d.Secret = secret
-			return json.Marshal(&d)
-		})
+		o, err := s.Update(ctx, board, idcodec.TypeBoard, 0, withSecret(secret))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,14 +118,7 @@ func BenchmarkBoardSecretFlip(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		secret = !secret
-		_, err := s.Update(ctx, bo.ID, idcodec.TypeBoard, 0, func(doc []byte) ([]byte, error) {
-			var d model.BoardDoc
-			if err := json.Unmarshal(doc, &d); err != nil {
-				return nil, err
-			}
-			d.Secret = secret
-			return json.Marshal(&d)
-		})
+		_, err := s.Update(ctx, bo.ID, idcodec.TypeBoard, 0, withSecret(secret))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -177,14 +163,7 @@ func TestSecretCountsAreExact(t *testing.T) {
 	}
 	flip := func(board uint64, secret bool) {
 		t.Helper()
-		if _, err := s.Update(ctx, board, idcodec.TypeBoard, 0, func(doc []byte) ([]byte, error) {
-			var d model.BoardDoc
-			if err := json.Unmarshal(doc, &d); err != nil {
-				return nil, err
-			}
-			d.Secret = secret
-			return json.Marshal(&d)
-		}); err != nil {
+		if _, err := s.Update(ctx, board, idcodec.TypeBoard, 0, withSecret(secret)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -253,4 +232,17 @@ func TestSecretCountsAreExact(t *testing.T) {
 	}
 	want("the secret board deleted", 1, 1, 0, 0)
 	recount("the secret board deleted")
+}
+
+// withSecret is an Update's change of a board document: its secret flag
+// set to secret.
+func withSecret(secret bool) func(doc []byte) ([]byte, error) {
+	return func(doc []byte) ([]byte, error) {
+		var d model.BoardDoc
+		if err := json.Unmarshal(doc, &d); err != nil {
+			return nil, err
+		}
+		d.Secret = secret
+		return json.Marshal(&d)
+	}
 }

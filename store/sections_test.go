@@ -189,14 +189,7 @@ func TestSectionsFollowTheirBoardsSecret(t *testing.T) {
 	a := mustSection(t, s, board, "a")
 	flip := func(secret bool) {
 		t.Helper()
-		_, err := s.Update(ctx, board, idcodec.TypeBoard, 0, func(doc []byte) ([]byte, error) {
-			var d model.BoardDoc
-			if err := json.Unmarshal(doc, &d); err != nil {
-				return nil, err
-			}
-			d.Secret = secret
-			return json.Marshal(&d)
-		})
+		_, err := s.Update(ctx, board, idcodec.TypeBoard, 0, withSecret(secret))
 		if err != nil {
 			t.Fatal(err)
 		}
