@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"testing"
 
@@ -13,9 +12,9 @@ import (
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
-	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardsql"
+	"github.com/pinstore/pinstore/store/shardsql/shardtest"
 )
 
 func TestMain(m *testing.M) {
@@ -30,27 +29,7 @@ var ctx = context.Background()
 // MariaDB and returns a pool and the databases.
 func shards(t *testing.T, ns ...int) (*sqlx.DB, []shardsql.DB) {
 	t.Helper()
-	dsn := testenv.MySQLDSN(t)
-	prefix := testenv.UniquePrefix(t, "pr")
-	t.Cleanup(func() { testenv.DropDatabases(t, dsn, prefix) })
-	db, err := sqlx.Open("mysql", dsn+"?parseTime=true")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	ms, err := migrations.All()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dbs []shardsql.DB
-	for _, n := range ns {
-		d := shardsql.DB{N: n, Name: fmt.Sprintf("%s%05d", prefix, n)}
-		if err := migrations.Apply(ctx, db, d.Name, ms); err != nil {
-			t.Fatal(err)
-		}
-		dbs = append(dbs, d)
-	}
-	return db, dbs
+	return shardtest.Shards(t, "pr", ns...)
 }
 
 func insertUser(t *testing.T, db *sqlx.DB, d shardsql.DB, name string) uint64 {
