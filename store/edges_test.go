@@ -94,7 +94,7 @@ func TestEdgeChecksNeverOlderAcrossServers(t *testing.T) {
 	}
 	var n, stmts float64
 	for _, s := range stores {
-		n += testutil.ToFloat64(s.edges.cfg.Stats.Checks)
+		n += testutil.ToFloat64(s.edges.cfg.Stats.Jobs)
 		stmts += testutil.ToFloat64(s.edges.cfg.Stats.Statements)
 	}
 	if int64(n) != checks.Load() {

@@ -47,7 +47,7 @@ func BenchmarkGetConcurrent(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			reads0, stmts0 := testutil.ToFloat64(s.readStats.Reads), testutil.ToFloat64(s.readStats.Statements)
+			reads0, stmts0 := testutil.ToFloat64(s.readStats.Jobs), testutil.ToFloat64(s.readStats.Statements)
 			cpu0 := mariadbCPU()
 			b.SetParallelism(16) // 32 goroutines on 2 CPUs
 			b.ResetTimer()
@@ -60,7 +60,7 @@ func BenchmarkGetConcurrent(b *testing.B) {
 				}
 			})
 			b.StopTimer()
-			reads, stmts := testutil.ToFloat64(s.readStats.Reads)-reads0, testutil.ToFloat64(s.readStats.Statements)-stmts0
+			reads, stmts := testutil.ToFloat64(s.readStats.Jobs)-reads0, testutil.ToFloat64(s.readStats.Statements)-stmts0
 			b.ReportMetric(reads/stmts, "reads/stmt")
 			if cpu := mariadbCPU(); cpu0 >= 0 && cpu >= 0 {
 				b.ReportMetric((cpu-cpu0)/reads*1e6, "mariadb-µs/read")

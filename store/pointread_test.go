@@ -80,7 +80,7 @@ func TestPointReadsBatchedAnswerAsAlone(t *testing.T) {
 		t.Fatalf("reads alone: %q … %q", want[0], want[len(want)-3])
 	}
 
-	reads0, stmts0 := testutil.ToFloat64(s.readStats.Reads), testutil.ToFloat64(s.readStats.Statements)
+	reads0, stmts0 := testutil.ToFloat64(s.readStats.Jobs), testutil.ToFloat64(s.readStats.Statements)
 	const rounds = 20
 	var wg sync.WaitGroup
 	errs := make(chan string, rounds*len(reads))
@@ -98,7 +98,7 @@ func TestPointReadsBatchedAnswerAsAlone(t *testing.T) {
 	for e := range errs {
 		t.Error(e)
 	}
-	n, stmts := testutil.ToFloat64(s.readStats.Reads)-reads0, testutil.ToFloat64(s.readStats.Statements)-stmts0
+	n, stmts := testutil.ToFloat64(s.readStats.Jobs)-reads0, testutil.ToFloat64(s.readStats.Statements)-stmts0
 	// Every Get and List is one point read; the type mismatch never reaches MySQL.
 	if wantN := float64(rounds * (len(reads) - 1)); n != wantN {
 		t.Errorf("%v point reads, want %v", n, wantN)

@@ -198,7 +198,7 @@ func TestHasManyReadsItsUserFromTheCache(t *testing.T) {
 			if _, err := s.Get(ctx, u, idcodec.TypeUser); err != nil { // fills the cache
 				t.Fatal(err)
 			}
-			reads0 := testutil.ToFloat64(s.readStats.Reads)
+			reads0 := testutil.ToFloat64(s.readStats.Jobs)
 			var hits0 int64
 			if cached {
 				hits0 = s.objects.cache.Stats().Hits.Load()
@@ -210,7 +210,7 @@ func TestHasManyReadsItsUserFromTheCache(t *testing.T) {
 					t.Fatalf("following %v %v", got, err)
 				}
 			}
-			reads := testutil.ToFloat64(s.readStats.Reads) - reads0
+			reads := testutil.ToFloat64(s.readStats.Jobs) - reads0
 			if cached {
 				if hits := s.objects.cache.Stats().Hits.Load() - hits0; reads != 0 || hits != n {
 					t.Fatalf("%d checks: %v reads by id on MySQL, %d cache hits; want 0 and %d", n, reads, hits, n)

@@ -20,7 +20,6 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pinstore/pinstore/internal/metrics"
 	"github.com/pinstore/pinstore/store/lanes"
 	"github.com/pinstore/pinstore/store/shardsql"
 )
@@ -62,7 +61,7 @@ func NewQueue(db *sqlx.DB, cfg Config) *Queue {
 		Alone: func(ctx context.Context, c *Check) { c.runAlone(ctx, db) },
 		Batch: func(ctx context.Context, cs []*Check) error { return runBatch(ctx, db, cs) },
 		Fail:  func(c *Check, err error) { c.Found, c.err = nil, err },
-		Count: cfg.Stats.add,
+		Count: cfg.Stats.Count,
 	})}
 }
 
@@ -95,29 +94,11 @@ func runBatch(ctx context.Context, db *sqlx.DB, batch []*Check) error {
 	return shardsql.ListedAmongEach(ctx, db, checks, func(i int, to uint64) { batch[i].Found[to] = true })
 }
 
-// Stats counts edge checks and the statements that ran them.
-type Stats struct {
-	Checks, Statements prometheus.Counter
-}
+// Stats counts edge checks and the statements that ran them (Jobs,
+// Statements).
+type Stats = lanes.Stats
 
 // NewStats registers the counters on reg (nil: a private registry).
 func NewStats(reg prometheus.Registerer) *Stats {
-	return &Stats{
-		Checks: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "pinstore_edge_checks_total",
-			Help: "Edge checks run on MySQL (HasMany), alone or batched.",
-		})),
-		Statements: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "pinstore_edge_check_statements_total",
-			Help: "Statements that ran them: checks per statement is the batching factor.",
-		})),
-	}
-}
-
-func (st *Stats) add(checks int) {
-	if st == nil {
-		return
-	}
-	st.Statements.Inc()
-	st.Checks.Add(float64(checks))
+	return lanes.NewStats(reg, "pinstore_edge_check", "Edge checks run on MySQL (HasMany)")
 }

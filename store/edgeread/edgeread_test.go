@@ -136,7 +136,7 @@ func TestConcurrentChecksShareStatementsAndSeeTheirWrites(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	checks, statements := testutil.ToFloat64(stats.Checks), testutil.ToFloat64(stats.Statements)
+	checks, statements := testutil.ToFloat64(stats.Jobs), testutil.ToFloat64(stats.Statements)
 	if checks != callers*rounds {
 		t.Fatalf("%v checks counted, want %d", checks, callers*rounds)
 	}

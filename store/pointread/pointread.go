@@ -21,7 +21,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pinstore/pinstore/idcodec"
-	"github.com/pinstore/pinstore/internal/metrics"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/lanes"
 	"github.com/pinstore/pinstore/store/shardsql"
@@ -71,7 +70,7 @@ func NewQueue(db *sqlx.DB, cfg Config) *Queue {
 		Alone: func(ctx context.Context, r *Read) { r.readAlone(ctx, db) },
 		Batch: func(ctx context.Context, rs []*Read) error { return readBatch(ctx, db, rs) },
 		Fail:  func(r *Read, err error) { r.err = err },
-		Count: cfg.Stats.add,
+		Count: cfg.Stats.Count,
 	})}
 }
 
@@ -159,29 +158,11 @@ func partOf(parts []shardsql.ObjectSelect, r *Read) int {
 	return -1
 }
 
-// Stats counts reads by id and the statements that read them.
-type Stats struct {
-	Reads, Statements prometheus.Counter
-}
+// Stats counts reads by id and the statements that ran them (Jobs,
+// Statements).
+type Stats = lanes.Stats
 
 // NewStats registers the counters on reg (nil: a private registry).
 func NewStats(reg prometheus.Registerer) *Stats {
-	return &Stats{
-		Reads: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "pinstore_point_reads_total",
-			Help: "Objects read by id (Get), alone or batched.",
-		})),
-		Statements: metrics.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "pinstore_point_read_statements_total",
-			Help: "Statements that read them: reads per statement is the batching factor.",
-		})),
-	}
-}
-
-func (st *Stats) add(reads int) {
-	if st == nil {
-		return
-	}
-	st.Statements.Inc()
-	st.Reads.Add(float64(reads))
+	return lanes.NewStats(reg, "pinstore_point_read", "Objects read by id (Get)")
 }
