@@ -40,7 +40,7 @@ func (s *Store) ListObjects(ctx context.Context, m model.Mapping, from uint64, p
 	if err != nil || len(l.Entries) == 0 {
 		return l, nil, err
 	}
-	objs, err := s.GetMany(ctx, entryIDs(l.Entries), m.To())
+	objs, err := s.objectsByID(ctx, entryIDs(l.Entries), m.To())
 	return l, objs, err
 }
 
@@ -106,7 +106,7 @@ func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint6
 	l := s.page(entries, p, uint8(m), from)
 	l.Count, l.Secret = count, secret
 	if foreign {
-		objs, err = s.GetMany(ctx, entryIDs(l.Entries), m.To())
+		objs, err = s.objectsByID(ctx, entryIDs(l.Entries), m.To())
 	}
 	return l, objs, err
 }
@@ -151,7 +151,7 @@ func (s *Store) listOwner(ctx context.Context, op string, sh topology.Shard, m m
 // the cursor's position when there is one (EInvalid when the cursor is not
 // this list's), within the time range when there is one (sequences are
 // milliseconds: [since, until) at millisecond resolution).
-func (s *Store) pageOf(p model.Page, kind uint8, from uint64) (shardsql.Page, error) {
+func (s *core) pageOf(p model.Page, kind uint8, from uint64) (shardsql.Page, error) {
 	q := shardsql.Page{Limit: p.Limit + 1, Offset: p.Offset, Desc: p.Desc}
 	if !p.Since.IsZero() {
 		ms := p.Since.UnixMilli()
@@ -172,7 +172,7 @@ func (s *Store) pageOf(p model.Page, kind uint8, from uint64) (shardsql.Page, er
 }
 
 // page trims a limit+1 result to the page and makes the next cursor.
-func (s *Store) page(entries []model.Entry, p model.Page, kind uint8, from uint64) model.List {
+func (s *core) page(entries []model.Entry, p model.Page, kind uint8, from uint64) model.List {
 	l := model.List{Entries: entries}
 	if len(entries) > p.Limit {
 		l.Entries = entries[:p.Limit]
@@ -331,11 +331,11 @@ func (s *Store) HasMany(ctx context.Context, m model.Mapping, from uint64, tos [
 // MaxGetMany bounds one multi-get.
 const MaxGetMany = 1000
 
-// GetMany returns the live objects among ids, in request order; unknown,
-// deleted or wrong-type ids are left out. The object cache answers what it
-// holds; for the rest it sends one statement per host: a UNION ALL of one
-// primary-key IN (…) select per shard database.
-func (s *Store) GetMany(ctx context.Context, ids []uint64, typ idcodec.Type) ([]model.Object, error) {
+// objectsByID is GetMany for every part of the store: the live objects
+// among ids, in request order. The object cache answers what it holds; for
+// the rest it sends one statement per host: a UNION ALL of one primary-key
+// IN (…) select per shard database.
+func (s *core) objectsByID(ctx context.Context, ids []uint64, typ idcodec.Type) ([]model.Object, error) {
 	const op = "store.GetMany"
 	if len(ids) > MaxGetMany {
 		return nil, model.Wrap(op, model.EInvalid, "too many ids", nil)
@@ -377,7 +377,7 @@ func (s *Store) GetMany(ctx context.Context, ids []uint64, typ idcodec.Type) ([]
 }
 
 // getMany is GetMany from MySQL alone.
-func (s *Store) getMany(ctx context.Context, op string, ids []uint64, typ idcodec.Type) ([]model.Object, error) {
+func (s *core) getMany(ctx context.Context, op string, ids []uint64, typ idcodec.Type) ([]model.Object, error) {
 	t := s.router.Current()
 	byHost := map[*topology.Host][]shardsql.ObjectSelect{}
 	for _, id := range ids {

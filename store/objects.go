@@ -15,7 +15,7 @@ import (
 )
 
 // encodeDoc validates d and encodes it for storage.
-func (s *Store) encodeDoc(op string, d model.Doc) ([]byte, error) {
+func (s *core) encodeDoc(op string, d model.Doc) ([]byte, error) {
 	if err := d.Validate(s.cfg.Limits); err != nil {
 		return nil, err
 	}
@@ -23,7 +23,7 @@ func (s *Store) encodeDoc(op string, d model.Doc) ([]byte, error) {
 }
 
 // marshalDoc encodes a validated d, refusing one over the stored limit.
-func (s *Store) marshalDoc(op string, d model.Doc) ([]byte, error) {
+func (s *core) marshalDoc(op string, d model.Doc) ([]byte, error) {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return nil, model.Wrap(op, model.EInvalid, "document does not encode", err)
@@ -234,7 +234,7 @@ func (s *Store) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Obj
 // the cache where this caller holds the lease. The read fills from the
 // master (replica hook: a fill never comes from a replica, which may lack
 // the write whose invalidation the lease came after).
-func (s *Store) get(ctx context.Context, op string, sh topology.Shard, id, local uint64, typ idcodec.Type) (model.Object, error) {
+func (s *core) get(ctx context.Context, op string, sh topology.Shard, id, local uint64, typ idcodec.Type) (model.Object, error) {
 	oc := s.objects
 	var lease objcache.Lease
 	if oc.on() {
@@ -362,4 +362,11 @@ func markDeleted(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Sh
 	}
 	d.SetActive(true)
 	return d, shardsql.UpdateObject(ctx, tx, sh.DB, typ, local, b, shardsql.Now())
+}
+
+// GetMany returns the live objects among ids, in request order; unknown,
+// deleted or wrong-type ids are left out; more than MaxGetMany ids is
+// EInvalid. Cached objects cost no statement; the rest cost one per host.
+func (s *Store) GetMany(ctx context.Context, ids []uint64, typ idcodec.Type) ([]model.Object, error) {
+	return s.objectsByID(ctx, ids, typ)
 }

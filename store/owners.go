@@ -22,7 +22,7 @@ func (s *Store) Owners(ctx context.Context, pins []uint64) (map[uint64]uint64, e
 
 // loadOwners reads the owners of live pins from MySQL.
 func (s *Store) loadOwners(ctx context.Context, pins []uint64) (map[uint64]uint64, error) {
-	objs, err := s.GetMany(ctx, pins, idcodec.TypePin)
+	objs, err := s.objectsByID(ctx, pins, idcodec.TypePin)
 	if err != nil {
 		return nil, err
 	}

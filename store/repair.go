@@ -109,7 +109,7 @@ func (s *Store) splitLive(ctx context.Context, fwd model.Mapping, rows []shardsq
 			}
 		}
 		for start := 0; start < len(ids); start += 500 {
-			objs, err := s.GetMany(ctx, ids[start:min(start+500, len(ids))], side.typ)
+			objs, err := s.objectsByID(ctx, ids[start:min(start+500, len(ids))], side.typ)
 			if err != nil {
 				return nil, nil, err
 			}

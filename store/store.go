@@ -124,9 +124,20 @@ const defaultFeedBackfill = 1000
 // costs each of their followers' feed pages one more index range scan.
 const DefaultFeedPullThreshold = 10000
 
-// Store is the sharded object and mapping store. It is safe for concurrent
-// use; the shard map it routes by can be replaced while it runs (Router).
+// Store is the sharded object and mapping store: what Open returns and
+// the api calls. It is safe for concurrent use; the shard map it routes by
+// can be replaced while it runs (Router).
 type Store struct {
+	*core
+
+	stop context.CancelFunc // stops the background loops
+	done chan struct{}      // closed when they have stopped
+}
+
+// core is what every part of the store shares: the configuration, the
+// router and its pools, the caches and the helpers that route an id, bound
+// a call and run a transaction (route.go, replicas.go, cache.go).
+type core struct {
 	cfg       Config
 	log       *slog.Logger
 	router    *topology.Router
@@ -140,9 +151,6 @@ type Store struct {
 	owners     *ownercache.Guard // nil when the cache is disabled
 	objects    *objectCache      // off when Redis or the object cache is disabled
 	replicas   *replicas.Tracker // replica lag and the pool each read uses (replicas.go)
-
-	stop context.CancelFunc // stops the background loops
-	done chan struct{}      // closed when they have stopped
 }
 
 // Open connects to every host of cfg.Map (lazily: a host that is down fails
@@ -178,7 +186,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		_, _ = rand.Read(cfg.CursorSecret)
 		cfg.Logger.Warn("PINSTORE_CURSOR_SECRET is not set: list cursors are signed with a random key and stop working when this process restarts")
 	}
-	s := &Store{cfg: cfg, log: cfg.Logger, cursor: cursorCodec{key: cfg.CursorSecret}, readStats: pointread.NewStats(cfg.Registerer)}
+	s := &Store{core: &core{cfg: cfg, log: cfg.Logger, cursor: cursorCodec{key: cfg.CursorSecret}, readStats: pointread.NewStats(cfg.Registerer)}}
 	s.edges.cfg = edgeread.Config{Lanes: cfg.PointReadLanes, Timeout: cfg.QueryTimeout, Stats: edgeread.NewStats(cfg.Registerer)}
 	var err error
 	s.router, err = topology.New(cfg.Map, topology.Config{
@@ -258,7 +266,7 @@ func (s *Store) SweepFeedOutbox(ctx context.Context, olderThan time.Duration) (i
 // openCache connects the owner cache. A Redis that is down is not an
 // error (the store answers from MySQL meanwhile); a reachable Redis whose
 // listpack limit is below the bucket size is warned about.
-func (s *Store) openCache(ctx context.Context) {
+func (s *core) openCache(ctx context.Context) {
 	rc := s.cfg.Redis
 	if rc.Disabled {
 		return
