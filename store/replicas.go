@@ -40,4 +40,4 @@ func (s *core) hostReader(ctx context.Context, h *topology.Host) replicas.Reader
 
 // Replicas is the tracker of the hosts' replicas: their lag, and whether
 // each master answers (the failover monitor reads it).
-func (s *Store) Replicas() *replicas.Tracker { return s.replicas }
+func (s *Ops) Replicas() *replicas.Tracker { return s.replicas }

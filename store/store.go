@@ -129,6 +129,7 @@ const DefaultFeedPullThreshold = 10000
 // can be replaced while it runs (Router).
 type Store struct {
 	*core
+	*Ops
 
 	stop context.CancelFunc // stops the background loops
 	done chan struct{}      // closed when they have stopped
@@ -186,7 +187,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		_, _ = rand.Read(cfg.CursorSecret)
 		cfg.Logger.Warn("PINSTORE_CURSOR_SECRET is not set: list cursors are signed with a random key and stop working when this process restarts")
 	}
-	s := &Store{core: &core{cfg: cfg, log: cfg.Logger, cursor: cursorCodec{key: cfg.CursorSecret}, readStats: pointread.NewStats(cfg.Registerer)}}
+	c := &core{cfg: cfg, log: cfg.Logger, cursor: cursorCodec{key: cfg.CursorSecret}, readStats: pointread.NewStats(cfg.Registerer)}
+	s := &Store{core: c, Ops: &Ops{c}}
 	s.edges.cfg = edgeread.Config{Lanes: cfg.PointReadLanes, Timeout: cfg.QueryTimeout, Stats: edgeread.NewStats(cfg.Registerer)}
 	var err error
 	s.router, err = topology.New(cfg.Map, topology.Config{
@@ -245,13 +247,6 @@ func (s *Store) Close() error {
 	}
 	return errors.Join(errs...)
 }
-
-// Router is the shard map in force with its pools: reload it (Reload,
-// ReloadFile, Watch) while the store runs.
-func (s *Store) Router() *topology.Router { return s.router }
-
-// Map returns the shard map in force.
-func (s *Store) Map() *shardmap.Map { return s.router.Map() }
 
 // FeedBacklog is the number of pins whose feed fan-out has not been
 // written yet (queued, running, or waiting for a host to come back).
