@@ -130,6 +130,7 @@ const DefaultFeedPullThreshold = 10000
 type Store struct {
 	*core
 	*Ops
+	*Feeds
 
 	stop context.CancelFunc // stops the background loops
 	done chan struct{}      // closed when they have stopped
@@ -188,7 +189,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		cfg.Logger.Warn("PINSTORE_CURSOR_SECRET is not set: list cursors are signed with a random key and stop working when this process restarts")
 	}
 	c := &core{cfg: cfg, log: cfg.Logger, cursor: cursorCodec{key: cfg.CursorSecret}, readStats: pointread.NewStats(cfg.Registerer)}
-	s := &Store{core: c, Ops: &Ops{c}}
+	s := &Store{core: c, Ops: &Ops{c}, Feeds: &Feeds{c}}
 	s.edges.cfg = edgeread.Config{Lanes: cfg.PointReadLanes, Timeout: cfg.QueryTimeout, Stats: edgeread.NewStats(cfg.Registerer)}
 	var err error
 	s.router, err = topology.New(cfg.Map, topology.Config{
@@ -246,16 +247,6 @@ func (s *Store) Close() error {
 		errs = append(errs, s.redis.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// FeedBacklog is the number of pins whose feed fan-out has not been
-// written yet (queued, running, or waiting for a host to come back).
-func (s *Store) FeedBacklog() int64 { return s.feed.Backlog() }
-
-// SweepFeedOutbox queues the fan-out of every pin whose feed_outbox row is
-// older than olderThan and returns how many it queued (fanout.Sweep).
-func (s *Store) SweepFeedOutbox(ctx context.Context, olderThan time.Duration) (int, error) {
-	return s.feed.Sweep(ctx, olderThan)
 }
 
 // openCache connects the owner cache. A Redis that is down is not an
