@@ -194,7 +194,7 @@ func (s *Store) CreateComment(ctx context.Context, doc model.CommentDoc) (model.
 		return model.Object{}, err
 	}
 	author := func() error {
-		_, err := s.Get(ctx, uint64(doc.AuthorID), idcodec.TypeUser)
+		_, err := s.objectByID(ctx, uint64(doc.AuthorID), idcodec.TypeUser)
 		return err
 	}
 	obj, _, err := s.create(ctx, op, sh, author, func(tx *shardsql.Tx) (model.Object, bool, error) {
@@ -220,6 +220,11 @@ func (s *Store) CreateComment(ctx context.Context, doc model.CommentDoc) (model.
 // it has it. ENotFound when it is unknown, deleted or of another type;
 // EInvalid when id is malformed.
 func (s *Store) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Object, error) {
+	return s.objectByID(ctx, id, typ)
+}
+
+// objectByID is Get for every part of the store.
+func (s *core) objectByID(ctx context.Context, id uint64, typ idcodec.Type) (model.Object, error) {
 	const op = "store.Get"
 	sh, local, err := s.route(op, id, typ)
 	if err != nil {

@@ -54,7 +54,7 @@ func (s *Store) AddMapping(ctx context.Context, m model.Mapping, from, to uint64
 	if p.M.From() == p.M.To() && p.From == p.To {
 		return model.Wrap(op, model.EInvalid, "an object cannot be linked to itself", nil)
 	}
-	target, err := s.Get(ctx, p.To, p.M.To())
+	target, err := s.objectByID(ctx, p.To, p.M.To())
 	if err != nil {
 		return err
 	}

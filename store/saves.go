@@ -46,7 +46,7 @@ func (s *Store) SavePin(ctx context.Context, source, board, actor uint64) (obj m
 	if _, _, err := s.route(op, source, idcodec.TypePin); err != nil {
 		return model.Object{}, false, err
 	}
-	src, err := s.Get(ctx, source, idcodec.TypePin)
+	src, err := s.objectByID(ctx, source, idcodec.TypePin)
 	if err != nil {
 		return model.Object{}, false, err
 	}

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"hash/fnv"
 	"strconv"
 	"strings"
@@ -312,7 +314,7 @@ func (s *Store) GetUserByUsername(ctx context.Context, name string) (model.Objec
 	if holder == 0 || idcodec.TypeOf(holder) != idcodec.TypeUser {
 		return model.Object{}, model.Wrap(op, model.ENotFound, "no user is called "+model.QuoteInput(name), nil)
 	}
-	o, err := s.Get(ctx, holder, idcodec.TypeUser)
+	o, err := s.objectByID(ctx, holder, idcodec.TypeUser)
 	if model.IsCode(err, model.ENotFound) || model.IsCode(err, model.EInvalid) {
 		return model.Object{}, model.Wrap(op, model.ENotFound, "no user is called "+model.QuoteInput(name), nil)
 	}
@@ -464,4 +466,41 @@ func (s *Store) repairUsername(ctx context.Context, op string, sh topology.Shard
 		return nil
 	}
 	return err
+}
+
+// resumeUser finishes the user a dead claimant of kc made (kc.prior):
+// it settles the user as the sweep would, and when the user exists,
+// completes the key with it and returns it with done true. A user that
+// was dropped (its name was taken) leaves the create to run anew.
+func (s *Store) resumeUser(ctx context.Context, op string, kc *keyClaim) (model.Object, bool, error) {
+	sh, local, err := s.route(op, kc.prior, idcodec.TypeUser)
+	if err != nil || sh.DB != kc.target.DB {
+		return model.Object{}, false, nil // not a user of this shard: make a new one
+	}
+	_, pending, err := shardsql.UserState(ctx, sh.Host.DB, sh.DB, local, shardsql.NoLock)
+	if errors.Is(err, sql.ErrNoRows) {
+		return model.Object{}, false, nil
+	}
+	if err != nil {
+		return model.Object{}, false, classify(op, sh, err)
+	}
+	if pending != "" {
+		if err := s.finishUser(ctx, op, shardsql.UserClaim{User: kc.prior, Key: pending}); err != nil {
+			return model.Object{}, false, err
+		}
+	}
+	var obj model.Object
+	found := false
+	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+		r, err := shardsql.ReadObject(ctx, tx, sh.DB, idcodec.TypeUser, local, shardsql.NoLock)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // dropped: its name was taken
+		}
+		if err != nil {
+			return err
+		}
+		found, obj = true, r.Object(sh.DB, idcodec.TypeUser)
+		return kc.record(ctx, tx, op, model.Outcome{Object: obj, Created: true})
+	})
+	return obj, found && err == nil, err
 }
