@@ -132,6 +132,7 @@ type Store struct {
 	*Ops
 	*Feeds
 	*Keys
+	*Usernames
 
 	stop context.CancelFunc // stops the background loops
 	done chan struct{}      // closed when they have stopped
@@ -190,7 +191,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		cfg.Logger.Warn("PINSTORE_CURSOR_SECRET is not set: list cursors are signed with a random key and stop working when this process restarts")
 	}
 	c := &core{cfg: cfg, log: cfg.Logger, cursor: cursorCodec{key: cfg.CursorSecret}, readStats: pointread.NewStats(cfg.Registerer)}
-	s := &Store{core: c, Ops: &Ops{c}, Feeds: &Feeds{c}, Keys: &Keys{c}}
+	keys := &Keys{c}
+	s := &Store{core: c, Ops: &Ops{c}, Feeds: &Feeds{c}, Keys: keys, Usernames: &Usernames{c, keys}}
 	s.edges.cfg = edgeread.Config{Lanes: cfg.PointReadLanes, Timeout: cfg.QueryTimeout, Stats: edgeread.NewStats(cfg.Registerer)}
 	var err error
 	s.router, err = topology.New(cfg.Map, topology.Config{
