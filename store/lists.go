@@ -12,13 +12,22 @@ import (
 	"github.com/pinstore/pinstore/store/topology"
 )
 
+// Lists is the generic mapping lists: pages of a list (with or without
+// its objects), counts, membership, moves, and adding and removing pairs
+// with their inverses (pairs.go). A follow's feed rows ride on the pair's
+// settle (Feeds).
+type Lists struct {
+	*core
+	feeds *Feeds
+}
+
 // List returns one page of from's list in m, ordered by (sequence, to_id),
 // highest first when p.Desc, with the list's length in Count. With a
 // cursor the page is a keyset range scan (constant cost at any depth);
 // with an offset it skips p.Offset entries. NextCursor continues after the
 // page's last entry and is empty on the last page. ENotFound when from is
 // not a live object of m's from type; EInvalid for a bad limit or cursor.
-func (s *Store) List(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error) {
+func (s *Lists) List(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error) {
 	l, _, err := s.list(ctx, "store.List", m, from, p, false)
 	return l, err
 }
@@ -31,7 +40,7 @@ func (s *Store) List(ctx context.Context, m model.Mapping, from uint64, p model.
 // Other lists (and offset pages, where a join would read every skipped
 // object), and every list when the object cache is on, take List and then
 // GetMany, which reads the objects from the cache.
-func (s *Store) ListObjects(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, []model.Object, error) {
+func (s *Lists) ListObjects(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, []model.Object, error) {
 	const op = "store.ListObjects"
 	if m.Valid() && m.Colocated() && p.Offset == 0 && !s.objects.on() {
 		return s.list(ctx, op, m, from, p, true)
@@ -54,7 +63,7 @@ func entryIDs(entries []model.Entry) []uint64 {
 
 // list reads a page of from's list in m and, withObjects, its objects by
 // a join on the list's own shard (m must be Colocated).
-func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint64, p model.Page, withObjects bool) (model.List, []model.Object, error) {
+func (s *Lists) list(ctx context.Context, op string, m model.Mapping, from uint64, p model.Page, withObjects bool) (model.List, []model.Object, error) {
 	if !m.Valid() {
 		return model.List{}, nil, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
 	}
@@ -118,7 +127,7 @@ func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint6
 // is on, the cached owner answers; otherwise one read by id does (batched
 // with other requests' reads, pointread), asking for the length besides
 // the owner's counts when the owner does not carry it.
-func (s *Store) listOwner(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, carried int) (count, secret int64, err error) {
+func (s *Lists) listOwner(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, carried int) (count, secret int64, err error) {
 	var counts []int64
 	if carried >= 0 && s.objects.on() {
 		owner, err := s.get(ctx, op, sh, from, local, m.From())
@@ -184,7 +193,7 @@ func (s *core) page(entries []model.Entry, p model.Page, kind uint8, from uint64
 
 // Count returns the length of from's list in m, kept by every add and
 // remove in the same transaction, so it never scans.
-func (s *Store) Count(ctx context.Context, m model.Mapping, from uint64) (int64, error) {
+func (s *Lists) Count(ctx context.Context, m model.Mapping, from uint64) (int64, error) {
 	const op = "store.Count"
 	if !m.Valid() {
 		return 0, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
@@ -206,7 +215,7 @@ func (s *Store) Count(ctx context.Context, m model.Mapping, from uint64) (int64,
 // room; the relative order of every other entry is kept. Only lists
 // without an inverse (a board's pins) can be ordered by hand. ENotFound
 // when item or the anchor is not in the list.
-func (s *Store) Move(ctx context.Context, m model.Mapping, from, item, before, after uint64) error {
+func (s *Lists) Move(ctx context.Context, m model.Mapping, from, item, before, after uint64) error {
 	const op = "store.Move"
 	if !m.Valid() {
 		return model.Wrap(op, model.EInvalid, "unknown mapping", nil)
@@ -292,7 +301,7 @@ const MaxHasMany = 250
 // hidden object reads them (GetMany). ENotFound when from is not a live
 // object of m's from type; EInvalid for a malformed id or more than
 // MaxHasMany of them.
-func (s *Store) HasMany(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error) {
+func (s *Lists) HasMany(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error) {
 	const op = "store.HasMany"
 	if !m.Valid() {
 		return nil, model.Wrap(op, model.EInvalid, "unknown mapping", nil)

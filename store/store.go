@@ -133,6 +133,7 @@ type Store struct {
 	*Feeds
 	*Keys
 	*Usernames
+	*Lists
 
 	stop context.CancelFunc // stops the background loops
 	done chan struct{}      // closed when they have stopped
@@ -191,8 +192,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		cfg.Logger.Warn("PINSTORE_CURSOR_SECRET is not set: list cursors are signed with a random key and stop working when this process restarts")
 	}
 	c := &core{cfg: cfg, log: cfg.Logger, cursor: cursorCodec{key: cfg.CursorSecret}, readStats: pointread.NewStats(cfg.Registerer)}
-	keys := &Keys{c}
-	s := &Store{core: c, Ops: &Ops{c}, Feeds: &Feeds{c}, Keys: keys, Usernames: &Usernames{c, keys}}
+	keys, feeds := &Keys{c}, &Feeds{c}
+	s := &Store{core: c, Ops: &Ops{c}, Feeds: feeds, Keys: keys, Usernames: &Usernames{c, keys}, Lists: &Lists{c, feeds}}
 	s.edges.cfg = edgeread.Config{Lanes: cfg.PointReadLanes, Timeout: cfg.QueryTimeout, Stats: edgeread.NewStats(cfg.Registerer)}
 	var err error
 	s.router, err = topology.New(cfg.Map, topology.Config{
