@@ -134,6 +134,7 @@ type Store struct {
 	*Keys
 	*Usernames
 	*Lists
+	*Objects
 
 	stop context.CancelFunc // stops the background loops
 	done chan struct{}      // closed when they have stopped
@@ -192,8 +193,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		cfg.Logger.Warn("PINSTORE_CURSOR_SECRET is not set: list cursors are signed with a random key and stop working when this process restarts")
 	}
 	c := &core{cfg: cfg, log: cfg.Logger, cursor: cursorCodec{key: cfg.CursorSecret}, readStats: pointread.NewStats(cfg.Registerer)}
-	keys, feeds := &Keys{c}, &Feeds{c}
-	s := &Store{core: c, Ops: &Ops{c}, Feeds: feeds, Keys: keys, Usernames: &Usernames{c, keys}, Lists: &Lists{c, feeds}}
+	s := newStore(c)
 	s.edges.cfg = edgeread.Config{Lanes: cfg.PointReadLanes, Timeout: cfg.QueryTimeout, Stats: edgeread.NewStats(cfg.Registerer)}
 	var err error
 	s.router, err = topology.New(cfg.Map, topology.Config{
@@ -237,6 +237,22 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		close(s.done)
 	}()
 	return s, nil
+}
+
+// newStore wires the parts of the store on c, each given the parts it
+// calls.
+func newStore(c *core) *Store {
+	keys, feeds := &Keys{c}, &Feeds{c}
+	usernames, lists := &Usernames{c, keys}, &Lists{c, feeds}
+	return &Store{
+		core:      c,
+		Ops:       &Ops{c},
+		Keys:      keys,
+		Feeds:     feeds,
+		Usernames: usernames,
+		Lists:     lists,
+		Objects:   &Objects{core: c, keys: keys, feeds: feeds, lists: lists, usernames: usernames},
+	}
 }
 
 // Close finishes the queued feed fan-out (giving it one last try), then
