@@ -135,6 +135,8 @@ type Store struct {
 	*Usernames
 	*Lists
 	*Objects
+	*Saves
+	*Sections
 
 	stop context.CancelFunc // stops the background loops
 	done chan struct{}      // closed when they have stopped
@@ -244,6 +246,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 func newStore(c *core) *Store {
 	keys, feeds := &Keys{c}, &Feeds{c}
 	usernames, lists := &Usernames{c, keys}, &Lists{c, feeds}
+	objects := &Objects{core: c, keys: keys, feeds: feeds, lists: lists, usernames: usernames}
 	return &Store{
 		core:      c,
 		Ops:       &Ops{c},
@@ -251,7 +254,9 @@ func newStore(c *core) *Store {
 		Feeds:     feeds,
 		Usernames: usernames,
 		Lists:     lists,
-		Objects:   &Objects{core: c, keys: keys, feeds: feeds, lists: lists, usernames: usernames},
+		Objects:   objects,
+		Saves:     &Saves{c, objects, lists},
+		Sections:  &Sections{c, keys},
 	}
 }
 
