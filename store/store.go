@@ -137,6 +137,7 @@ type Store struct {
 	*Objects
 	*Saves
 	*Sections
+	*Repairs
 
 	stop context.CancelFunc // stops the background loops
 	done chan struct{}      // closed when they have stopped
@@ -257,6 +258,7 @@ func newStore(c *core) *Store {
 		Objects:   objects,
 		Saves:     &Saves{c, objects, lists},
 		Sections:  &Sections{c, keys},
+		Repairs:   &Repairs{core: c, keys: keys, pins: objects, lists: lists, usernames: usernames},
 	}
 }
 
