@@ -3,6 +3,26 @@
 // method routes its IDs, owns its transaction, runs the statements of
 // package shardsql and turns driver errors into *model.Error.
 //
+// Store, what Open returns, is the sum of small parts, each a type with
+// one job, all on one shared core (the configuration, the router and its
+// pools, the caches, and the helpers that route an id, bound a call and
+// run a transaction: route.go, replicas.go, cache.go). The generic parts
+// follow the declarations of package model; the product rules sit on
+// them as parts of their own:
+//
+//	Objects    create, get, update, delete any object; pin owners (objects.go, delete.go, owners.go)
+//	Lists      pages, counts, membership, moves; two-sided pairs (lists.go, pairs.go)
+//	Feeds      the hybrid home feed on top of follows and pins (feed.go, feedpull.go)
+//	Usernames  users with unique names: create, look-up, index repair (usernames.go)
+//	Saves      repins: a pin made by Objects, a pair kept by Lists (saves.go)
+//	Sections   a board's sections and a pin's place in one (sections.go)
+//	Keys       idempotency keys every create runs under (idempotency.go)
+//	Repairs    what dead servers left: the mark sweep, the pair check (heal.go, repair.go)
+//	Ops        the map in force, hosts, readiness, migrations (ops.go, migrate.go)
+//
+// A part that builds on another names it in a field (newStore wires them
+// once), so which rule rides on which is read from the types.
+//
 // A request reads as its path through the packages below this one:
 //
 //	idcodec     ID → shard, type, local id
@@ -125,8 +145,9 @@ const defaultFeedBackfill = 1000
 const DefaultFeedPullThreshold = 10000
 
 // Store is the sharded object and mapping store: what Open returns and
-// the api calls. It is safe for concurrent use; the shard map it routes by
-// can be replaced while it runs (Router).
+// the api calls. Its methods are its parts' (see the package doc); it
+// adds only Close. It is safe for concurrent use; the shard map it routes
+// by can be replaced while it runs (Router).
 type Store struct {
 	*core
 	*Ops
