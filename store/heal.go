@@ -30,7 +30,7 @@ const (
 type Repairs struct {
 	*core
 	keys      *Keys
-	pins      *Objects
+	objs      *Objects
 	lists     *Lists
 	usernames *Usernames
 }
@@ -128,7 +128,7 @@ func (s *Repairs) healHost(ctx context.Context, op string, h *topology.Host, dbs
 	for _, p := range due {
 		var err error
 		if p.To == 0 {
-			err = s.pins.drainList(ctx, op, p) // a delete's list, left half-emptied
+			err = s.objs.drainList(ctx, op, p) // a delete's list, left half-emptied
 		} else {
 			err = s.lists.settle(ctx, op, p)
 		}

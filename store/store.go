@@ -147,15 +147,15 @@ const DefaultFeedPullThreshold = 10000
 // by can be replaced while it runs (Router).
 type Store struct {
 	*core
-	*Ops
-	*Feeds
-	*Keys
-	*Usernames
-	*Lists
 	*Objects
+	*Lists
+	*Feeds
+	*Usernames
 	*Saves
 	*Sections
+	*Keys
 	*Repairs
+	*Ops
 
 	stop context.CancelFunc // stops the background loops
 	done chan struct{}      // closed when they have stopped
@@ -257,7 +257,7 @@ func newStore(c *core) *Store {
 		Objects:   objects,
 		Saves:     &Saves{c, objects, lists},
 		Sections:  &Sections{c, keys},
-		Repairs:   &Repairs{core: c, keys: keys, pins: objects, lists: lists, usernames: usernames},
+		Repairs:   &Repairs{core: c, keys: keys, objs: objects, lists: lists, usernames: usernames},
 	}
 }
 
