@@ -311,9 +311,19 @@ func (s *Store) HasMany(ctx context.Context, m model.Mapping, from uint64, tos [
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
+	if out, ok, err := s.cachedHasMany(ctx, op, sh, m, from, local, tos); ok { // edgecache.go
+		return out, err
+	}
 	if _, err := s.get(ctx, op, sh, from, local, m.From()); err != nil {
 		return nil, err
 	}
+	return s.readEdges(ctx, op, sh, m, from, tos)
+}
+
+// readEdges reads from MySQL whether from's list m holds each of tos, in
+// order, with the edge checks of other callers on the same pool
+// (edgeread).
+func (s *Store) readEdges(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from uint64, tos []uint64) ([]bool, error) {
 	out := make([]bool, len(tos))
 	if len(tos) == 0 {
 		return out, nil
