@@ -43,6 +43,8 @@ var protocol = []struct {
 	{"GetOneIsGetOfOne", testGetOneIsGetOfOne},
 	{"TTLAndMany", testTTLAndMany},
 	{"CoalescedReadsAnswerEachCaller", testCoalescedReadsAnswerEachCaller},
+	{"EdgesFillUnderTheirGeneration", testEdgesFillUnderTheirGeneration}, // edges_test.go
+	{"EdgesGoWithTheirObject", testEdgesGoWithTheirObject},
 }
 
 func TestProtocol(t *testing.T) {
