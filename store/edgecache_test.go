@@ -3,6 +3,7 @@ package store
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/model"
 )
@@ -224,4 +226,23 @@ func TestEdgeCacheRedisAwayAndPending(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	check(b, false)
+}
+
+// The edge cache answers the viewer's lists, a user's likes and
+// following, and nothing else; every list's rows are written only where
+// their owner is recorded as changed (shardsql's
+// TestListRowWritesRecordTheirOwner), counted on the wire or not.
+func TestEdgeCachedLists(t *testing.T) {
+	var got []model.Mapping
+	for _, m := range model.Mappings() {
+		if edgeCached(m) {
+			got = append(got, m)
+			if m.From() != idcodec.TypeUser {
+				t.Errorf("%s is cached on a %s, not a user", m, m.From())
+			}
+		}
+	}
+	if len(got) != 2 || !slices.Contains(got, model.UserLikes) || !slices.Contains(got, model.UserFollowing) {
+		t.Fatalf("edge-cached lists %v, want user_likes and user_following", got)
+	}
 }

@@ -47,23 +47,7 @@ func TestObjectWritesGoThroughChange(t *testing.T) {
 		}
 		return objectTable[m[1]]
 	}
-	entries, err := os.ReadDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	var files []*ast.File
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
+	fset, files := parsePackage(t)
 	// The declared statements that write the tables, by variable.
 	declared := map[string]bool{}
 	for _, f := range files {
@@ -154,6 +138,29 @@ func TestObjectWritesGoThroughChange(t *testing.T) {
 			t.Errorf("%s writes an object table or mapping_counts and is sent by no Tx.change", name)
 		}
 	}
+}
+
+// parsePackage parses the package's files, tests left out.
+func parsePackage(t *testing.T) (*token.FileSet, []*ast.File) {
+	t.Helper()
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	return fset, files
 }
 
 // literal is the text of a string constant expression: literals joined
