@@ -6,6 +6,7 @@ import (
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/objcache"
 	"github.com/pinstore/pinstore/store/replicas"
+	"github.com/pinstore/pinstore/store/shardsql"
 	"github.com/pinstore/pinstore/store/topology"
 )
 
@@ -13,7 +14,9 @@ import (
 // answered from the object cache's edges (objcache, edges.go) when it is
 // on: one Redis round trip reads the user's entry and the edges asked,
 // and only what the cache lacks is read from MySQL, on the master, then
-// filled under the generation the read took.
+// filled under the generation the read took. A short list (DefaultWholeList)
+// is read and cached whole, so that checks of entries it does not hold
+// hit as well.
 //
 // They are never older than a write acknowledged before the check began,
 // because the edges are invalidated with their owner's entry and nothing
@@ -31,6 +34,25 @@ import (
 // invalidation into Redis (pending), its checks of that owner read MySQL,
 // as its object reads do; on a Redis error a check reads MySQL and fills
 // nothing.
+
+// DefaultWholeList is the longest list the edge cache holds whole unless
+// configured (ObjectCacheConfig.WholeList). A list held whole answers
+// every check of its owner, those of entries it does not hold included,
+// until the owner's next invalidation; a longer one is cached entry by
+// entry as checks ask.
+const DefaultWholeList = 512
+
+// wholeList is the longest list the edge cache holds whole; 0 for none.
+func (s *Store) wholeList() int {
+	switch n := s.cfg.ObjectCache.WholeList; {
+	case n < 0:
+		return 0
+	case n == 0:
+		return DefaultWholeList
+	default:
+		return n
+	}
+}
 
 // edgeCached reports whether HasMany answers m from the edge cache: the
 // lists that say a viewer's state (a user's likes and following), which
@@ -69,11 +91,19 @@ func (s *Store) cachedHasMany(ctx context.Context, op string, sh topology.Shard,
 	}
 	// A fill never comes from a replica, which may lack a write whose
 	// invalidation the generation came after.
-	has, err := s.readEdges(replicas.OnMaster(ctx), op, sh, m, from, missed)
-	if err != nil {
-		return nil, true, err
+	mctx := replicas.OnMaster(ctx)
+	var has []bool
+	if r.Whole == objcache.EdgeUnknown && s.wholeList() > 0 {
+		if has, err = s.fillWholeList(mctx, op, sh, m, from, r.Gen, missed); err != nil {
+			return nil, true, err
+		}
 	}
-	oc.cache.FillEdges(ctx, from, m, r.Gen, missed, has)
+	if has == nil {
+		if has, err = s.readEdges(mctx, op, sh, m, from, missed); err != nil {
+			return nil, true, err
+		}
+		oc.cache.FillEdges(ctx, from, m, r.Gen, missed, has, objcache.EdgeUnknown)
+	}
 	j := 0
 	for i, f := range r.Found {
 		if f == objcache.EdgeUnknown {
@@ -82,4 +112,30 @@ func (s *Store) cachedHasMany(ctx context.Context, op string, sh topology.Shard,
 		}
 	}
 	return out, true, nil
+}
+
+// fillWholeList reads from's list m whole when it has at most wholeList
+// entries, caches it whole under gen and returns whether it holds each of
+// tos; for a longer list it caches that it is, and returns nil.
+func (s *Store) fillWholeList(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from uint64, gen objcache.Lease, tos []uint64) ([]bool, error) {
+	ids, err := shardsql.ReadIDsAfter(ctx, s.reader(ctx, sh).DB, sh.DB, m, from, 0, s.wholeList()+1) // replica hook: ctx is on the master
+	if err != nil {
+		return nil, classify(op, sh, err)
+	}
+	oc := s.objects.cache
+	if len(ids) > s.wholeList() {
+		oc.FillEdges(ctx, from, m, gen, nil, nil, objcache.EdgeAbsent)
+		return nil, nil
+	}
+	held := make([]bool, len(ids))
+	in := make(map[uint64]bool, len(ids))
+	for i, id := range ids {
+		held[i], in[id] = true, true
+	}
+	oc.FillEdges(ctx, from, m, gen, ids, held, objcache.EdgePresent)
+	has := make([]bool, len(tos))
+	for i, id := range tos {
+		has[i] = in[id]
+	}
+	return has, nil
 }

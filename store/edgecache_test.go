@@ -36,13 +36,21 @@ type edgeState struct{ started, acked atomic.Int64 }
 // twice, ABA) through alternating servers while readers check them
 // through either: a check that no write overlapped sees the state the
 // last acknowledged write left, never an older one.
+// Lists are held whole (the default), or too long to be (cached entry by
+// entry), or a mix (some lists longer than 2).
 func TestEdgeCacheNeverOlderAcrossServers(t *testing.T) {
-	a, _ := openTest(t)
+	for _, whole := range []int{0, -1, 2} {
+		t.Run(fmt.Sprintf("whole=%d", whole), func(t *testing.T) { edgeCacheNeverOlderAcrossServers(t, whole) })
+	}
+}
+
+func edgeCacheNeverOlderAcrossServers(t *testing.T, whole int) {
+	a, _ := openTestWith(t, func(c *Config) { c.ObjectCache.WholeList = whole })
 	b := openSecond(t, a, testenv.RedisAddr(t))
 	stores := []*Store{a, b}
 	owner := mustUser(t, a, "owner")
 	board := mustBoard(t, a, owner)
-	const nUsers, nItems, writes = 3, 4, 24
+	const nUsers, nItems, writes = 3, 4, 16
 	var users, pins, targets []uint64
 	for i := range nUsers {
 		users = append(users, mustUser(t, a, fmt.Sprintf("u%d", i)))

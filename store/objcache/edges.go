@@ -18,8 +18,11 @@ import (
 //
 // Whether an object's list holds given entries (does this user like
 // these pins) is cached beside the object's entry, in one Redis hash per
-// object (edgeKey): the field "<mapping>:<to id>" holds "1" or "0", and
-// the field "_g" the hash's generation, a random token.
+// object (edgeKey): the field "<mapping>:<to id>" holds "1" or "0", the
+// field "<mapping>:*" says whether the hash holds the whole list ("1":
+// every entry missing from the hash is absent from the list; "0": the list
+// is too long to hold whole), and the field "_g" holds the hash's
+// generation, a random token.
 //
 // The hash is the object's: Invalidate deletes it with the object's entry.
 // That is what keeps it exact, by construction rather than by each write
@@ -76,7 +79,26 @@ type EdgeRead struct {
 	Object    model.Object // the list's owner, when ObjectHit
 	ObjectHit bool
 	Found     []byte // per to, in order: EdgePresent, EdgeAbsent or EdgeUnknown
-	Gen       Lease  // the hash's generation: the caller's right to fill
+	// Whole says whether the hash holds the whole list: EdgePresent when
+	// it does (so Found has no EdgeUnknown), EdgeAbsent when the list is
+	// too long to, EdgeUnknown when nobody has read it whole since the
+	// last invalidation.
+	Whole byte
+	Gen   Lease // the hash's generation: the caller's right to fill
+}
+
+// edgeHead is how many fields ReadEdges reads before those of tos.
+const edgeHead = 2
+
+// wholeField is the field that says whether the hash holds m whole.
+func wholeField(m model.Mapping) string { return strconv.Itoa(int(m)) + ":*" }
+
+// state is an edge state read from a field (EdgeUnknown for none).
+func state(v any) byte {
+	if s, ok := v.(string); ok && len(s) == 1 && (s[0] == EdgePresent || s[0] == EdgeAbsent) {
+		return s[0]
+	}
+	return EdgeUnknown
 }
 
 // edgeTokens makes generations: a random prefix per process and a
@@ -103,11 +125,12 @@ func (t *edgeTokens) next() string {
 func (c *Cache) ReadEdges(ctx context.Context, from uint64, m model.Mapping, tos []uint64) (EdgeRead, error) {
 	rt := c.roundTrip(ctx)
 	key, ekey := c.key(from), c.edgeKey(from)
-	fields := make([]string, 1+len(tos))
+	fields := make([]string, edgeHead+len(tos))
 	fields[0] = edgeGen
+	fields[1] = wholeField(m)
 	var buf [48]byte
 	for i, to := range tos {
-		fields[1+i] = string(edgeField(buf[:0], m, to))
+		fields[edgeHead+i] = string(edgeField(buf[:0], m, to))
 	}
 	pipe := c.client.Pipeline()
 	obj := pipe.Get(rt, key)
@@ -134,11 +157,15 @@ func (c *Cache) ReadEdges(ctx context.Context, from uint64, m model.Mapping, tos
 	if g, ok := got[0].(string); ok {
 		r.Gen = Lease(g)
 	}
+	r.Whole = state(got[1])
 	r.Found = make([]byte, len(tos))
 	hits := 0
 	for i := range tos {
-		if s, ok := got[1+i].(string); ok && len(s) == 1 && (s[0] == EdgePresent || s[0] == EdgeAbsent) {
-			r.Found[i] = s[0]
+		r.Found[i] = state(got[edgeHead+i])
+		if r.Found[i] == EdgeUnknown && r.Whole == EdgePresent {
+			r.Found[i] = EdgeAbsent // not in the whole list
+		}
+		if r.Found[i] != EdgeUnknown {
 			hits++
 		}
 	}
@@ -156,14 +183,19 @@ return 0`)
 
 // FillEdges caches, under generation gen (from ReadEdges), whether from's
 // list m holds each of tos (has, in the same order), as read from MySQL
-// after ReadEdges. A write's invalidation since (or the hash's expiry)
+// after ReadEdges, and with whole (unless EdgeUnknown) whether tos are
+// the whole list (EdgePresent) or it is too long to cache whole
+// (EdgeAbsent). A write's invalidation since (or the hash's expiry)
 // refuses the fill, which is counted. Failures only cost later misses.
-func (c *Cache) FillEdges(ctx context.Context, from uint64, m model.Mapping, gen Lease, tos []uint64, has []bool) {
-	if gen == "" || len(tos) == 0 {
+func (c *Cache) FillEdges(ctx context.Context, from uint64, m model.Mapping, gen Lease, tos []uint64, has []bool, whole byte) {
+	if gen == "" || len(tos) == 0 && whole == EdgeUnknown {
 		return
 	}
-	args := make([]any, 1, 1+2*len(tos))
+	args := make([]any, 1, 3+2*len(tos))
 	args[0] = string(gen)
+	if whole != EdgeUnknown {
+		args = append(args, wholeField(m), string(whole))
+	}
 	var buf [48]byte
 	for i, to := range tos {
 		v := string(EdgeAbsent)

@@ -38,7 +38,7 @@ func testEdgesFillUnderTheirGeneration(t *testing.T, newCache newCacheFunc) {
 	if ttl := client.TTL(ctx, c.edgeKey(u)).Val(); ttl <= 0 || ttl > time.Minute {
 		t.Fatalf("a new edge hash lives %v, want the entries' TTL", ttl)
 	}
-	c.FillEdges(ctx, u, model.UserLikes, r.Gen, []uint64{p1, p2}, []bool{true, false})
+	c.FillEdges(ctx, u, model.UserLikes, r.Gen, []uint64{p1, p2}, []bool{true, false}, EdgeUnknown)
 	r2 := readEdges(t, c, u, p1, p2, pin(3, 1, 0).ID)
 	if r2.Gen != r.Gen || string(r2.Found) != "10\x00" {
 		t.Fatalf("after the fill: gen %q (was %q), found %q", r2.Gen, r.Gen, r2.Found)
@@ -54,13 +54,30 @@ func testEdgesFillUnderTheirGeneration(t *testing.T, newCache newCacheFunc) {
 	if err := c.Invalidate(ctx, u); err != nil {
 		t.Fatal(err)
 	}
-	c.FillEdges(ctx, u, model.UserLikes, r2.Gen, []uint64{p1}, []bool{true})
+	c.FillEdges(ctx, u, model.UserLikes, r2.Gen, []uint64{p1}, []bool{true}, EdgeUnknown)
 	if c.EdgeStats().Refused.Load() != 1 {
 		t.Fatalf("%d fills refused, want 1", c.EdgeStats().Refused.Load())
 	}
 	r3 := readEdges(t, c, u, p1)
-	if r3.Gen == "" || r3.Gen == r.Gen || r3.Found[0] != EdgeUnknown {
+	if r3.Gen == "" || r3.Gen == r.Gen || r3.Found[0] != EdgeUnknown || r3.Whole != EdgeUnknown {
 		t.Fatalf("after the invalidation: %+v (old gen %q)", r3, r.Gen)
+	}
+	// A list filled whole answers for entries it does not hold.
+	c.FillEdges(ctx, u, model.UserLikes, r3.Gen, []uint64{p2}, []bool{true}, EdgePresent)
+	if r := readEdges(t, c, u, p1, p2); r.Whole != EdgePresent || string(r.Found) != "01" {
+		t.Fatalf("a whole list: %+v", r)
+	}
+	if r, _ := c.ReadEdges(ctx, u, model.UserFollowing, []uint64{p1}); r.Whole != EdgeUnknown || r.Found[0] != EdgeUnknown {
+		t.Fatalf("user_likes held whole made user_following whole: %+v", r)
+	}
+	// A list too long to hold whole says so, and its entries stay unknown.
+	if err := c.Invalidate(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	r4 := readEdges(t, c, u, p1)
+	c.FillEdges(ctx, u, model.UserLikes, r4.Gen, nil, nil, EdgeAbsent)
+	if r := readEdges(t, c, u, p1); r.Whole != EdgeAbsent || r.Found[0] != EdgeUnknown {
+		t.Fatalf("a list too long to hold whole: %+v", r)
 	}
 }
 
@@ -74,7 +91,7 @@ func testEdgesGoWithTheirObject(t *testing.T, newCache newCacheFunc) {
 	if !r.ObjectHit || r.Object.Version != 1 {
 		t.Fatalf("the owner's entry: %+v", r)
 	}
-	c.FillEdges(ctx, from, model.UserLikes, r.Gen, []uint64{to}, []bool{true})
+	c.FillEdges(ctx, from, model.UserLikes, r.Gen, []uint64{to}, []bool{true}, EdgeUnknown)
 	if err := c.Invalidate(ctx, from); err != nil {
 		t.Fatal(err)
 	}
