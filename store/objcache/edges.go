@@ -120,57 +120,107 @@ func (t *edgeTokens) next() string {
 
 // ReadEdges reads, in one round trip, the entry of object from and whether
 // its list m holds each of tos, taking the hash's generation (making one
-// when the hash has none). On a Redis failure it returns the error
-// (counted): the caller reads MySQL and does not fill.
+// when the hash has none). Concurrent callers' reads share round trips
+// (one pipeline of them all, as Get's reads share commands). On a Redis
+// failure it returns the error (counted): the caller reads MySQL and does
+// not fill.
 func (c *Cache) ReadEdges(ctx context.Context, from uint64, m model.Mapping, tos []uint64) (EdgeRead, error) {
-	rt := c.roundTrip(ctx)
-	key, ekey := c.key(from), c.edgeKey(from)
-	fields := make([]string, edgeHead+len(tos))
-	fields[0] = edgeGen
-	fields[1] = wholeField(m)
-	var buf [48]byte
-	for i, to := range tos {
-		fields[edgeHead+i] = string(edgeField(buf[:0], m, to))
+	req := &edgeReq{from: from, m: m, tos: tos}
+	err := c.edges.reads.do(ctx, c, req)
+	if err == nil {
+		err = req.err
 	}
-	pipe := c.client.Pipeline()
-	obj := pipe.Get(rt, key)
-	pipe.HSetNX(rt, ekey, edgeGen, c.edges.tokens.next())
-	pipe.ExpireNX(rt, ekey, c.ttl) // a hash just made has no expiry yet
-	vals := pipe.HMGet(rt, ekey, fields...)
-	if _, err := pipe.Exec(rt); err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil {
 		c.errs.Inc()
 		return EdgeRead{}, err
 	}
-	var r EdgeRead
-	if b, err := obj.Bytes(); err == nil {
-		r.Object, r.ObjectHit = decode(from, b)
-	}
+	r := req.out
 	if r.ObjectHit {
 		c.hits.Inc()
 		c.stats.Hits.Add(1)
 	}
-	got := vals.Val()
-	if len(got) != len(fields) {
-		c.errs.Inc()
-		return EdgeRead{}, errors.New("objcache.ReadEdges: short reply")
-	}
-	if g, ok := got[0].(string); ok {
-		r.Gen = Lease(g)
-	}
-	r.Whole = state(got[1])
-	r.Found = make([]byte, len(tos))
 	hits := 0
-	for i := range tos {
-		r.Found[i] = state(got[edgeHead+i])
-		if r.Found[i] == EdgeUnknown && r.Whole == EdgePresent {
-			r.Found[i] = EdgeAbsent // not in the whole list
-		}
-		if r.Found[i] != EdgeUnknown {
+	for _, f := range r.Found {
+		if f != EdgeUnknown {
 			hits++
 		}
 	}
 	c.edges.count(hits, len(tos)-hits)
 	return r, nil
+}
+
+// edgeReq is one ReadEdges: what it asks, and once read, its answer.
+type edgeReq struct {
+	waiter
+	from uint64
+	m    model.Mapping
+	tos  []uint64
+	obj  *redis.StringCmd
+	vals *redis.SliceCmd
+	out  EdgeRead
+	err  error
+}
+
+func (r *edgeReq) size() int { return edgeHead + len(r.tos) }
+
+// readEdges is the run of the edge reads' coalescer: one pipeline for the
+// whole batch.
+func (c *Cache) readEdges(ctx context.Context, batch []*edgeReq) {
+	pipe := c.client.Pipeline()
+	for _, r := range batch {
+		r.queue(ctx, c, pipe)
+	}
+	_, err := pipe.Exec(ctx)
+	if err != nil && errors.Is(err, redis.Nil) {
+		err = nil
+	}
+	for _, r := range batch {
+		r.err = err
+		if err == nil {
+			r.err = r.parse()
+		}
+	}
+}
+
+// queue adds r's commands to pipe: the owner's entry, the generation made
+// if the hash has none (with the entries' TTL: a hash just made has no
+// expiry yet), and the fields.
+func (r *edgeReq) queue(ctx context.Context, c *Cache, pipe redis.Pipeliner) {
+	ekey := c.edgeKey(r.from)
+	fields := make([]string, edgeHead+len(r.tos))
+	fields[0] = edgeGen
+	fields[1] = wholeField(r.m)
+	var buf [48]byte
+	for i, to := range r.tos {
+		fields[edgeHead+i] = string(edgeField(buf[:0], r.m, to))
+	}
+	r.obj = pipe.Get(ctx, c.key(r.from))
+	pipe.HSetNX(ctx, ekey, edgeGen, c.edges.tokens.next())
+	pipe.ExpireNX(ctx, ekey, c.ttl)
+	r.vals = pipe.HMGet(ctx, ekey, fields...)
+}
+
+// parse reads r's answer from its commands' replies.
+func (r *edgeReq) parse() error {
+	if b, err := r.obj.Bytes(); err == nil {
+		r.out.Object, r.out.ObjectHit = decode(r.from, b)
+	}
+	got := r.vals.Val()
+	if len(got) != edgeHead+len(r.tos) {
+		return errors.New("objcache.ReadEdges: short reply")
+	}
+	if g, ok := got[0].(string); ok {
+		r.out.Gen = Lease(g)
+	}
+	r.out.Whole = state(got[1])
+	r.out.Found = make([]byte, len(r.tos))
+	for i := range r.tos {
+		r.out.Found[i] = state(got[edgeHead+i])
+		if r.out.Found[i] == EdgeUnknown && r.out.Whole == EdgePresent {
+			r.out.Found[i] = EdgeAbsent // not in the whole list
+		}
+	}
+	return nil
 }
 
 // fillEdges sets the fields ARGV[2..] (name, value pairs) of the hash
@@ -218,15 +268,18 @@ func (c *Cache) FillEdges(ctx context.Context, from uint64, m model.Mapping, gen
 // entries (one per id checked), Refused counts fills.
 func (c *Cache) EdgeStats() *Stats { return &c.edges.stats }
 
-// edgeCounters are the edge cache's counters and its generations.
+// edgeCounters are the edge cache's counters, its generations and its
+// reads' coalescer.
 type edgeCounters struct {
 	hits, misses, refused prometheus.Counter
 	stats                 Stats
 	tokens                *edgeTokens
+	reads                 *coalescer[*edgeReq]
 }
 
-func newEdgeCounters(counter func(name, help string) prometheus.Counter) edgeCounters {
+func newEdgeCounters(c *Cache, counter func(name, help string) prometheus.Counter) edgeCounters {
 	return edgeCounters{
+		reads:   &coalescer[*edgeReq]{lanes: defaultLanes, run: c.readEdges},
 		hits:    counter("pinstore_edge_cache_hits_total", "Edge checks (one per id checked) answered from the Redis edge cache."),
 		misses:  counter("pinstore_edge_cache_misses_total", "Edge checks (one per id checked) not in the edge cache (read from MySQL)."),
 		refused: counter("pinstore_edge_cache_fills_refused_total", "Edge fills refused because a write invalidated the list's owner after the reader took the generation."),

@@ -110,7 +110,7 @@ func New(client redis.UniversalClient, opts Options) *Cache {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	c.reads = &reader{client: client, lanes: defaultLanes}
+	c.reads = newReader(client)
 	counter := func(name, help string) prometheus.Counter {
 		return metrics.Register(opts.Registerer, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
 	}
@@ -118,7 +118,7 @@ func New(client redis.UniversalClient, opts Options) *Cache {
 	c.misses = counter("pinstore_object_cache_misses_total", "Objects not in the object cache (read from MySQL).")
 	c.refused = counter("pinstore_object_cache_fills_refused_total", "Fills refused because a write invalidated the entry after the reader missed: the reader's copy may have been stale.")
 	c.errs = counter("pinstore_object_cache_errors_total", "Object cache round trips that failed or timed out.")
-	c.edges = newEdgeCounters(counter)
+	c.edges = newEdgeCounters(c, counter)
 	return c
 }
 
