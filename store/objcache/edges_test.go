@@ -2,6 +2,8 @@ package objcache
 
 import (
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,5 +109,51 @@ func TestEdgesRedisAway(t *testing.T) {
 	c := New(client, Options{Registerer: prometheus.NewRegistry()})
 	if _, err := c.ReadEdges(ctx, user(1), model.UserLikes, []uint64{user(2)}); err == nil {
 		t.Fatal("ReadEdges with Redis away: no error")
+	}
+}
+
+// Concurrent edge reads share pipelines, and each caller gets its own
+// user's edges: user u likes the pins whose local id u divides.
+func testCoalescedEdgeReadsAnswerEachCaller(t *testing.T, newCache newCacheFunc) {
+	c, client := newCache(t, Options{})
+	const users, pins = 8, 12
+	var tos []uint64
+	for p := range pins {
+		tos = append(tos, pin(uint64(p+1), 1, 0).ID)
+	}
+	likes := func(u, p int) bool { return (p+1)%(u+1) == 0 }
+	for u := range users {
+		r := readEdges(t, c, user(uint64(u+1)), tos...)
+		has := make([]bool, pins)
+		for p := range has {
+			has[p] = likes(u, p)
+		}
+		c.FillEdges(ctx, user(uint64(u+1)), model.UserLikes, r.Gen, tos, has, EdgeUnknown)
+	}
+	var sent atomic.Int64
+	client.AddHook(countHook{&sent})
+	var wg sync.WaitGroup
+	for g := range 64 {
+		wg.Go(func() {
+			for k := range 20 {
+				u := (g + k) % users
+				r, err := c.ReadEdges(ctx, user(uint64(u+1)), model.UserLikes, tos)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for p, f := range r.Found {
+					if want := likes(u, p); f != EdgeAbsent && f != EdgePresent || (f == EdgePresent) != want {
+						t.Errorf("caller %d, user %d, pin %d: %q, want liked=%v", g, u, p, f, want)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("64×20 edge reads in %d Redis round trips", sent.Load())
+	if sent.Load() >= 64*20 {
+		t.Fatalf("%d round trips for %d edge reads: not coalesced", sent.Load(), 64*20)
 	}
 }
