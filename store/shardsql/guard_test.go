@@ -49,31 +49,7 @@ func TestObjectWritesGoThroughChange(t *testing.T) {
 	}
 	fset, files := parsePackage(t)
 	// The declared statements that write the tables, by variable.
-	declared := map[string]bool{}
-	for _, f := range files {
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.VAR {
-				continue
-			}
-			for _, spec := range g.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, v := range vs.Values {
-					call, ok := v.(*ast.CallExpr)
-					if !ok {
-						continue
-					}
-					fn, ok := call.Fun.(*ast.Ident)
-					if !ok || len(call.Args) != 1 {
-						continue
-					}
-					if text := literal(call.Args[0]); writes(fn.Name, text) {
-						declared[vs.Names[i].Name] = true
-					}
-				}
-			}
-		}
-	}
+	declared := declaredStatements(files, writes)
 	if len(declared) < 5 {
 		t.Fatalf("only %d declared statements write the object tables or mapping_counts: the check is not looking", len(declared))
 	}
@@ -161,6 +137,34 @@ func parsePackage(t *testing.T) (*token.FileSet, []*ast.File) {
 		files = append(files, f)
 	}
 	return fset, files
+}
+
+// declaredStatements returns the package-level variables declared as
+// decl(text) (declare, perMapping, perType …) for which keep(decl, text)
+// holds.
+func declaredStatements(files []*ast.File, keep func(decl, text string) bool) map[string]bool {
+	declared := map[string]bool{}
+	for _, f := range files {
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.VAR {
+				continue
+			}
+			for _, spec := range g.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, v := range vs.Values {
+					call, ok := v.(*ast.CallExpr)
+					if !ok || len(call.Args) != 1 {
+						continue
+					}
+					if fn, ok := call.Fun.(*ast.Ident); ok && keep(fn.Name, literal(call.Args[0])) {
+						declared[vs.Names[i].Name] = true
+					}
+				}
+			}
+		}
+	}
+	return declared
 }
 
 // literal is the text of a string constant expression: literals joined

@@ -2,7 +2,6 @@ package shardsql
 
 import (
 	"go/ast"
-	"go/token"
 	"maps"
 	"regexp"
 	"slices"
@@ -26,31 +25,12 @@ func TestListRowWritesRecordTheirOwner(t *testing.T) {
 		listTable[m.Table()] = true
 	}
 	_, files := parsePackage(t)
-	declared := map[string]bool{} // statements that add or remove list rows
-	for _, f := range files {
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.VAR {
-				continue
-			}
-			for _, spec := range g.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, v := range vs.Values {
-					call, ok := v.(*ast.CallExpr)
-					if !ok || len(call.Args) != 1 {
-						continue
-					}
-					fn, ok := call.Fun.(*ast.Ident)
-					if !ok || fn.Name != "perMapping" && fn.Name != "declare" {
-						continue // perListTable's statements are shared with the feed table; none writes
-					}
-					if m := rowWrite.FindStringSubmatch(literal(call.Args[0])); m != nil && listTable[m[1]] {
-						declared[vs.Names[i].Name] = true
-					}
-				}
-			}
-		}
-	}
+	// The statements that add or remove list rows. perListTable's are
+	// shared with the feed table, and none of them writes.
+	declared := declaredStatements(files, func(decl, text string) bool {
+		m := rowWrite.FindStringSubmatch(text)
+		return (decl == "perMapping" || decl == "declare") && m != nil && listTable[m[1]]
+	})
 	if len(declared) < 3 {
 		t.Fatalf("only %v add or remove list rows: the check is not looking", slices.Sorted(maps.Keys(declared)))
 	}
