@@ -112,6 +112,10 @@ type ObjectCacheConfig struct {
 	Disabled bool          // read every object from MySQL
 	Prefix   string        // key prefix; default "pinstore:c:"
 	TTL      time.Duration // how long an entry lives; default 10 minutes
+	// WholeList is the longest list of a user's likes or following the
+	// edge cache holds whole (edgecache.go); 0 means DefaultWholeList, and
+	// a negative value holds none whole (entries cached one by one).
+	WholeList int
 }
 
 // defaultFeedBackfill is how many of a followee's newest pins a follow
