@@ -17,8 +17,8 @@ import (
 // EdgeReader answers whether a list holds given entries.
 type EdgeReader interface {
 	// HasMany reports, for each of tos in order, whether from's list m
-	// holds it, with one statement on from's shard. ENotFound when from
-	// is not live.
+	// holds it: from the edge cache where it answers, else with one
+	// statement on from's shard. ENotFound when from is not live.
 	HasMany(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error)
 }
 

@@ -13,8 +13,9 @@ import (
 )
 
 // Lists is the generic mapping lists: pages of a list (with or without
-// its objects), counts, membership, moves, and adding and removing pairs
-// with their inverses (pairs.go). A follow's feed rows ride on the pair's
+// its objects), counts, membership (from the edge cache when it is on:
+// edgecache.go), moves, and adding and removing pairs with their inverses
+// (pairs.go). A follow's feed rows ride on the pair's
 // settle (Feeds).
 type Lists struct {
 	*core
@@ -293,8 +294,9 @@ func (s *Lists) Move(ctx context.Context, m model.Mapping, from, item, before, a
 const MaxHasMany = 250
 
 // HasMany reports, for each of tos in order, whether from's list m holds
-// it (does this user like these pins, follow these users): one statement
-// on from's shard. That from is live is read as any read by id is: from
+// it (does this user like these pins, follow these users): from the edge
+// cache for a user's likes and following when the object cache is on
+// (edgecache.go), else with one statement on from's shard. That from is live is read as any read by id is: from
 // the object cache when it is on (never older than a write acknowledged
 // before the call), else by a read on from's host. It does not read the
 // objects of tos: a caller that must not report an edge to a deleted or
@@ -320,9 +322,19 @@ func (s *Lists) HasMany(ctx context.Context, m model.Mapping, from uint64, tos [
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
+	if out, ok, err := s.cachedHasMany(ctx, op, sh, m, from, local, tos); ok { // edgecache.go
+		return out, err
+	}
 	if _, err := s.get(ctx, op, sh, from, local, m.From()); err != nil {
 		return nil, err
 	}
+	return s.readEdges(ctx, op, sh, m, from, tos)
+}
+
+// readEdges reads from MySQL whether from's list m holds each of tos, in
+// order, with the edge checks of other callers on the same pool
+// (edgeread).
+func (s *Lists) readEdges(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from uint64, tos []uint64) ([]bool, error) {
 	out := make([]bool, len(tos))
 	if len(tos) == 0 {
 		return out, nil

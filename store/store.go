@@ -11,7 +11,7 @@
 // them as parts of their own:
 //
 //	Objects    create, get, update, delete any object; pin owners (objects.go, delete.go, owners.go)
-//	Lists      pages, counts, membership, moves; two-sided pairs (lists.go, pairs.go)
+//	Lists      pages, counts, membership, moves; two-sided pairs (lists.go, edgecache.go, pairs.go)
 //	Feeds      the hybrid home feed on top of follows and pins (feed.go, feedpull.go)
 //	Usernames  users with unique names: create, look-up, index repair (usernames.go)
 //	Saves      repins: a pin made by Objects, a pair kept by Lists (saves.go)
@@ -129,6 +129,10 @@ type ObjectCacheConfig struct {
 	Disabled bool          // read every object from MySQL
 	Prefix   string        // key prefix; default "pinstore:c:"
 	TTL      time.Duration // how long an entry lives; default 10 minutes
+	// WholeList is the longest list of a user's likes or following the
+	// edge cache holds whole (edgecache.go); 0 means DefaultWholeList, and
+	// a negative value holds none whole (entries cached one by one).
+	WholeList int
 }
 
 // defaultFeedBackfill is how many of a followee's newest pins a follow

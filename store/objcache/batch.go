@@ -20,73 +20,109 @@ const (
 	maxBatchKeys = 500
 )
 
+// waiter is what a queued job waits on; a job that went at once has none.
+type waiter struct{ done chan struct{} }
+
+func (w *waiter) waiting() *waiter { return w }
+
+// job is one caller's request to a coalescer: it says how many keys it
+// reads, and carries its own results, which the coalescer's run sets.
+type job interface {
+	waiting() *waiter
+	size() int
+}
+
+// coalescer runs jobs alone when a lane is free, and the jobs queued
+// while every lane is busy together (run) when one comes free.
+type coalescer[J job] struct {
+	lanes int
+	run   func(ctx context.Context, batch []J)
+	mu    sync.Mutex
+	busy  int
+	queue []J
+}
+
+// do runs j, alone or in one batch with the jobs queued behind it. Every
+// round trip is bounded by c's timeout (Cache.roundTrip); a caller waiting
+// for a lane stops waiting when ctx is done, and then must not read j.
+func (q *coalescer[J]) do(ctx context.Context, c *Cache, j J) error {
+	q.mu.Lock()
+	if q.busy < q.lanes {
+		q.busy++
+		q.mu.Unlock()
+		q.run(c.roundTrip(ctx), []J{j})
+		q.drain(ctx, c)
+		return nil
+	}
+	w := j.waiting()
+	w.done = make(chan struct{})
+	q.queue = append(q.queue, j)
+	q.mu.Unlock()
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		// The lane that took it (or will) still delivers; this caller stops
+		// waiting.
+		return ctx.Err()
+	}
+}
+
+// drain runs the queued jobs in batches until the queue is empty, then
+// frees the lane.
+func (q *coalescer[J]) drain(ctx context.Context, c *Cache) {
+	for {
+		q.mu.Lock()
+		if len(q.queue) == 0 {
+			q.busy--
+			q.mu.Unlock()
+			return
+		}
+		n, keys := 0, 0
+		for n < len(q.queue) && (n == 0 || keys+q.queue[n].size() <= maxBatchKeys) {
+			keys += q.queue[n].size()
+			n++
+		}
+		batch := append([]J(nil), q.queue[:n]...)
+		q.queue = append(q.queue[:0], q.queue[n:]...)
+		q.mu.Unlock()
+		q.run(c.roundTrip(ctx), batch) // other callers' jobs: never cancelled, bounded by the timeout
+		for _, j := range batch {
+			close(j.waiting().done)
+		}
+	}
+}
+
 // readReq is one caller's keys and, once read, their values (nil: none).
 type readReq struct {
+	waiter
 	keys []string
 	vals [][]byte
 	err  error
-	done chan struct{}
 }
+
+func (r *readReq) size() int { return len(r.keys) }
 
 // reader coalesces reads of entries.
 type reader struct {
 	client redis.UniversalClient
-	lanes  int
-	mu     sync.Mutex
-	busy   int
-	queue  []*readReq
+	coalescer[*readReq]
+}
+
+func newReader(client redis.UniversalClient) *reader {
+	r := &reader{client: client}
+	r.coalescer = coalescer[*readReq]{lanes: defaultLanes, run: r.run}
+	return r
 }
 
 // read returns the values of keys (nil for a missing key), alone or in
-// one command with the reads queued behind it. Every round trip is bounded
-// by c's timeout (Cache.roundTrip); a caller waiting for a lane stops
-// waiting when ctx is done.
+// one command with the reads queued behind it.
 func (r *reader) read(ctx context.Context, c *Cache, keys []string) ([][]byte, error) {
 	req := &readReq{keys: keys}
-	r.mu.Lock()
-	if r.busy < r.lanes {
-		r.busy++
-		r.mu.Unlock()
-		r.run(c.roundTrip(ctx), []*readReq{req})
-		r.drain(ctx, c)
-		return req.vals, req.err
+	if err := r.do(ctx, c, req); err != nil {
+		return nil, err
 	}
-	req.done = make(chan struct{})
-	r.queue = append(r.queue, req)
-	r.mu.Unlock()
-	select {
-	case <-req.done:
-		return req.vals, req.err
-	case <-ctx.Done():
-		// The lane that took it (or will) still delivers; this caller stops
-		// waiting.
-		return nil, ctx.Err()
-	}
-}
-
-// drain runs the queued reads in batches until the queue is empty, then
-// frees the lane.
-func (r *reader) drain(ctx context.Context, c *Cache) {
-	for {
-		r.mu.Lock()
-		if len(r.queue) == 0 {
-			r.busy--
-			r.mu.Unlock()
-			return
-		}
-		n, keys := 0, 0
-		for n < len(r.queue) && (n == 0 || keys+len(r.queue[n].keys) <= maxBatchKeys) {
-			keys += len(r.queue[n].keys)
-			n++
-		}
-		batch := append([]*readReq(nil), r.queue[:n]...)
-		r.queue = append(r.queue[:0], r.queue[n:]...)
-		r.mu.Unlock()
-		r.run(c.roundTrip(ctx), batch) // other callers' reads: never cancelled, bounded by the timeout
-		for _, req := range batch {
-			close(req.done)
-		}
-	}
+	return req.vals, req.err
 }
 
 // run reads every key of batch with one command (MGET), or with a

@@ -28,6 +28,9 @@
 // Guard keeps this process's reads of such objects off the cache
 // meanwhile. Entries expire after Options.TTL, which bounds memory along
 // with Redis's maxmemory and LRU policy.
+//
+// An object's entry has a sibling: the cached state of its lists' rows
+// (does this user like this pin), invalidated with it (edges.go).
 package objcache
 
 import (
@@ -77,6 +80,7 @@ type Cache struct {
 	hits, misses, refused, errs prometheus.Counter
 	stats                       Stats
 	reads                       *reader
+	edges                       edgeCounters // edges.go
 }
 
 // Stats are a Cache's counters, for tests and reports (the same figures
@@ -106,7 +110,7 @@ func New(client redis.UniversalClient, opts Options) *Cache {
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
-	c.reads = &reader{client: client, lanes: defaultLanes}
+	c.reads = newReader(client)
 	counter := func(name, help string) prometheus.Counter {
 		return metrics.Register(opts.Registerer, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
 	}
@@ -114,6 +118,7 @@ func New(client redis.UniversalClient, opts Options) *Cache {
 	c.misses = counter("pinstore_object_cache_misses_total", "Objects not in the object cache (read from MySQL).")
 	c.refused = counter("pinstore_object_cache_fills_refused_total", "Fills refused because a write invalidated the entry after the reader missed: the reader's copy may have been stale.")
 	c.errs = counter("pinstore_object_cache_errors_total", "Object cache round trips that failed or timed out.")
+	c.edges = newEdgeCounters(c, counter)
 	return c
 }
 
@@ -277,9 +282,10 @@ func (c *Cache) Fill(ctx context.Context, objs []model.Object, leases map[uint64
 	}
 }
 
-// Invalidate deletes the entries of ids, and any lease on them, in one
-// round trip per Redis node. It returns the error when Redis did not take
-// every delete.
+// Invalidate deletes the entries of ids, any lease on them, and their
+// edges (edges.go), in one round trip per Redis node. It returns the error
+// when Redis did not take every delete. Every invalidation (after a
+// commit, resent, swept) goes through it, so none leaves edges behind.
 func (c *Cache) Invalidate(ctx context.Context, ids ...uint64) error {
 	if len(ids) == 0 {
 		return nil
@@ -289,6 +295,7 @@ func (c *Cache) Invalidate(ctx context.Context, ids ...uint64) error {
 	pipe := c.client.Pipeline()
 	for _, id := range ids {
 		pipe.Del(ctx, c.key(id))
+		pipe.Del(ctx, c.edgeKey(id)) // another key: on a Redis Cluster, perhaps another node
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		c.errs.Inc()

@@ -43,6 +43,9 @@ var protocol = []struct {
 	{"GetOneIsGetOfOne", testGetOneIsGetOfOne},
 	{"TTLAndMany", testTTLAndMany},
 	{"CoalescedReadsAnswerEachCaller", testCoalescedReadsAnswerEachCaller},
+	{"EdgesFillUnderTheirGeneration", testEdgesFillUnderTheirGeneration}, // edges_test.go
+	{"EdgesGoWithTheirObject", testEdgesGoWithTheirObject},
+	{"CoalescedEdgeReadsAnswerEachCaller", testCoalescedEdgeReadsAnswerEachCaller},
 }
 
 func TestProtocol(t *testing.T) {

@@ -47,49 +47,9 @@ func TestObjectWritesGoThroughChange(t *testing.T) {
 		}
 		return objectTable[m[1]]
 	}
-	entries, err := os.ReadDir(".")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
-	var files []*ast.File
-	for _, e := range entries {
-		name := e.Name()
-		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
+	fset, files := parsePackage(t)
 	// The declared statements that write the tables, by variable.
-	declared := map[string]bool{}
-	for _, f := range files {
-		for _, d := range f.Decls {
-			g, ok := d.(*ast.GenDecl)
-			if !ok || g.Tok != token.VAR {
-				continue
-			}
-			for _, spec := range g.Specs {
-				vs := spec.(*ast.ValueSpec)
-				for i, v := range vs.Values {
-					call, ok := v.(*ast.CallExpr)
-					if !ok {
-						continue
-					}
-					fn, ok := call.Fun.(*ast.Ident)
-					if !ok || len(call.Args) != 1 {
-						continue
-					}
-					if text := literal(call.Args[0]); writes(fn.Name, text) {
-						declared[vs.Names[i].Name] = true
-					}
-				}
-			}
-		}
-	}
+	declared := declaredStatements(files, writes)
 	if len(declared) < 5 {
 		t.Fatalf("only %d declared statements write the object tables or mapping_counts: the check is not looking", len(declared))
 	}
@@ -154,6 +114,57 @@ func TestObjectWritesGoThroughChange(t *testing.T) {
 			t.Errorf("%s writes an object table or mapping_counts and is sent by no Tx.change", name)
 		}
 	}
+}
+
+// parsePackage parses the package's files, tests left out.
+func parsePackage(t *testing.T) (*token.FileSet, []*ast.File) {
+	t.Helper()
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	return fset, files
+}
+
+// declaredStatements returns the package-level variables declared as
+// decl(text) (declare, perMapping, perType …) for which keep(decl, text)
+// holds.
+func declaredStatements(files []*ast.File, keep func(decl, text string) bool) map[string]bool {
+	declared := map[string]bool{}
+	for _, f := range files {
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.VAR {
+				continue
+			}
+			for _, spec := range g.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, v := range vs.Values {
+					call, ok := v.(*ast.CallExpr)
+					if !ok || len(call.Args) != 1 {
+						continue
+					}
+					if fn, ok := call.Fun.(*ast.Ident); ok && keep(fn.Name, literal(call.Args[0])) {
+						declared[vs.Names[i].Name] = true
+					}
+				}
+			}
+		}
+	}
+	return declared
 }
 
 // literal is the text of a string constant expression: literals joined

@@ -1,0 +1,256 @@
+package store
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/internal/testenv"
+	"github.com/pinstore/pinstore/model"
+)
+
+// openSecond opens another server on a's shards and Redis.
+func openSecond(t *testing.T, a *Store, redisAddr string) *Store {
+	t.Helper()
+	b, err := Open(ctx, Config{Map: a.cfg.Map, CursorSecret: []byte("test"), Redis: RedisConfig{Addrs: []string{redisAddr}, Prefix: a.cfg.Redis.Prefix}, ObjectCache: a.cfg.ObjectCache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// edgeState is one (user, item) pair's history: writes started and
+// acknowledged; after n acknowledged writes the edge is present when n is
+// odd (every write toggles it).
+type edgeState struct{ started, acked atomic.Int64 }
+
+// Likes and follows toggled (like, unlike, like again: the same state
+// twice, ABA) through alternating servers while readers check them
+// through either: a check that no write overlapped sees the state the
+// last acknowledged write left, never an older one.
+// Lists are held whole (the default), or too long to be (cached entry by
+// entry), or a mix (some lists longer than 2).
+func TestEdgeCacheNeverOlderAcrossServers(t *testing.T) {
+	for _, whole := range []int{0, -1, 2} {
+		t.Run(fmt.Sprintf("whole=%d", whole), func(t *testing.T) { edgeCacheNeverOlderAcrossServers(t, whole) })
+	}
+}
+
+func edgeCacheNeverOlderAcrossServers(t *testing.T, whole int) {
+	a, _ := openTestWith(t, func(c *Config) { c.ObjectCache.WholeList = whole })
+	b := openSecond(t, a, testenv.RedisAddr(t))
+	stores := []*Store{a, b}
+	owner := mustUser(t, a, "owner")
+	board := mustBoard(t, a, owner)
+	const nUsers, nItems, writes = 3, 4, 16
+	var users, pins, targets []uint64
+	for i := range nUsers {
+		users = append(users, mustUser(t, a, fmt.Sprintf("u%d", i)))
+	}
+	for i := range nItems {
+		pins = append(pins, mustPin(t, a, board))
+		targets = append(targets, mustUser(t, a, fmt.Sprintf("t%d", i)))
+	}
+	lists := []struct {
+		m     model.Mapping
+		items []uint64
+	}{{model.UserLikes, pins}, {model.UserFollowing, targets}}
+	state := make([][][nItems]edgeState, len(lists))
+	for l := range lists {
+		state[l] = make([][nItems]edgeState, nUsers)
+	}
+	var writers sync.WaitGroup
+	for l, list := range lists {
+		for i := range users {
+			writers.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(l), uint64(i)))
+				for w := range writes {
+					k := rng.IntN(nItems)
+					st := &state[l][i][k]
+					s := stores[w%2]
+					n := st.started.Add(1)
+					var err error
+					if n%2 == 1 {
+						err = s.AddMapping(ctx, list.m, users[i], list.items[k])
+					} else {
+						err = s.RemoveMapping(ctx, list.m, users[i], list.items[k])
+					}
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					st.acked.Add(1)
+					time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+				}
+			})
+		}
+	}
+	done := make(chan struct{})
+	var checked, judged, violations atomic.Int64
+	var readers sync.WaitGroup
+	for r := range 4 {
+		readers.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(r), 7))
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				l, i := rng.IntN(len(lists)), rng.IntN(nUsers)
+				var before [nItems]int64
+				for k := range before {
+					before[k] = state[l][i][k].acked.Load()
+				}
+				got, err := stores[rng.IntN(2)].HasMany(ctx, lists[l].m, users[i], lists[l].items)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				checked.Add(1)
+				for k, has := range got {
+					if state[l][i][k].started.Load() != before[k] {
+						continue // a write overlapped the check: either answer is right
+					}
+					judged.Add(1)
+					if want := before[k]%2 == 1; has != want {
+						violations.Add(1)
+						t.Errorf("%s of user %d, item %d: got %v after %d acknowledged writes, want %v", lists[l].m, i, k, has, before[k], want)
+					}
+				}
+			}
+		})
+	}
+	writers.Wait()
+	close(done)
+	readers.Wait()
+	if judged.Load() == 0 || violations.Load() != 0 {
+		t.Fatalf("%d checks, %d answers judged, %d older than acknowledged", checked.Load(), judged.Load(), violations.Load())
+	}
+	hits := a.objects.cache.EdgeStats().Hits.Load() + b.objects.cache.EdgeStats().Hits.Load()
+	refused := a.objects.cache.EdgeStats().Refused.Load() + b.objects.cache.EdgeStats().Refused.Load()
+	if hits == 0 {
+		t.Fatal("no edge was answered from the cache")
+	}
+	t.Logf("%d checks, %d answers judged, %d edges from the cache, %d fills refused", checked.Load(), judged.Load(), hits, refused)
+}
+
+// edgeJobs is how many edge checks s sent to MySQL.
+func edgeJobs(s *Store) float64 { return testutil.ToFloat64(s.edges.cfg.Stats.Jobs) }
+
+// A check the cache holds whole sends no statement; a write through
+// another server is seen by the next check.
+func TestEdgeCacheHitSendsNoStatement(t *testing.T) {
+	a, _ := openTest(t)
+	b := openSecond(t, a, testenv.RedisAddr(t))
+	u, owner := mustUser(t, a, "u"), mustUser(t, a, "owner")
+	pin := mustPin(t, a, mustBoard(t, a, owner))
+	check := func(s *Store, want bool) {
+		t.Helper()
+		got, err := s.HasMany(ctx, model.UserLikes, u, []uint64{pin})
+		if err != nil || got[0] != want {
+			t.Fatalf("liked = %v (%v), want %v", got, err, want)
+		}
+	}
+	check(a, false) // a miss: read from MySQL, filled
+	jobs, hits := edgeJobs(a), a.objects.cache.EdgeStats().Hits.Load()
+	check(a, false)
+	if edgeJobs(a) != jobs || a.objects.cache.EdgeStats().Hits.Load() != hits+1 {
+		t.Fatalf("a cached check sent %v edge checks to MySQL, %d hits", edgeJobs(a)-jobs, a.objects.cache.EdgeStats().Hits.Load()-hits)
+	}
+	if err := b.AddMapping(ctx, model.UserLikes, u, pin); err != nil {
+		t.Fatal(err)
+	}
+	check(a, true)
+	check(a, true)
+	if err := b.RemoveMapping(ctx, model.UserLikes, u, pin); err != nil {
+		t.Fatal(err)
+	}
+	check(a, false)
+	// Lists that are not a viewer's state keep the MySQL path.
+	jobs = edgeJobs(a)
+	if got, err := a.HasMany(ctx, model.UserPins, owner, []uint64{pin}); err != nil || !got[0] {
+		t.Fatalf("user_pins holds the pin: %v %v", got, err)
+	}
+	if edgeJobs(a) != jobs+1 {
+		t.Fatal("a check of user_pins did not read MySQL")
+	}
+}
+
+// With Redis unreachable, checks read MySQL and answer right; while a
+// write's invalidation is pending, this server's checks of its user skip
+// the cache, whose entry is still the old one.
+func TestEdgeCacheRedisAwayAndPending(t *testing.T) {
+	b, _ := openTest(t) // on Redis directly
+	proxy := startCutProxy(t, testenv.RedisAddr(t))
+	a := openSecond(t, b, proxy.ln.Addr().String())
+	u, owner := mustUser(t, b, "u"), mustUser(t, b, "owner")
+	pin := mustPin(t, b, mustBoard(t, b, owner))
+	check := func(s *Store, want bool) {
+		t.Helper()
+		got, err := s.HasMany(ctx, model.UserLikes, u, []uint64{pin})
+		if err != nil || got[0] != want {
+			t.Fatalf("liked = %v (%v), want %v", got, err, want)
+		}
+	}
+	check(a, false)
+	check(a, false) // cached
+	proxy.setCut(true)
+	if err := b.AddMapping(ctx, model.UserLikes, u, pin); err != nil {
+		t.Fatal(err)
+	}
+	check(a, true) // Redis away: MySQL
+	// b's like invalidated the entry; fill it again as "liked", the entry
+	// a's unlike cannot invalidate.
+	check(b, true)
+	check(b, true)
+	if err := a.RemoveMapping(ctx, model.UserLikes, u, pin); err != nil {
+		t.Fatal(err)
+	}
+	if !a.objects.pendingFor(u) {
+		t.Fatal("setup: the unlike's invalidation is not pending")
+	}
+	proxy.setCut(false)
+	st := a.objects.cache.EdgeStats()
+	hits, misses := st.Hits.Load(), st.Misses.Load()
+	check(a, false)
+	if !a.objects.pendingFor(u) {
+		t.Skip("the invalidation was resent before the check: nothing left to test")
+	}
+	if st.Hits.Load() != hits || st.Misses.Load() != misses {
+		t.Fatal("a check of a user with a pending invalidation read the edge cache")
+	}
+	// Once resent, every server sees the unlike.
+	deadline := time.Now().Add(time.Second)
+	for a.objects.pendingFor(u) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	check(b, false)
+}
+
+// The edge cache answers the viewer's lists, a user's likes and
+// following, and nothing else; every list's rows are written only where
+// their owner is recorded as changed (shardsql's
+// TestListRowWritesRecordTheirOwner), counted on the wire or not.
+func TestEdgeCachedLists(t *testing.T) {
+	var got []model.Mapping
+	for _, m := range model.Mappings() {
+		if edgeCached(m) {
+			got = append(got, m)
+			if m.From() != idcodec.TypeUser {
+				t.Errorf("%s is cached on a %s, not a user", m, m.From())
+			}
+		}
+	}
+	if len(got) != 2 || !slices.Contains(got, model.UserLikes) || !slices.Contains(got, model.UserFollowing) {
+		t.Fatalf("edge-cached lists %v, want user_likes and user_following", got)
+	}
+}

@@ -1,0 +1,295 @@
+package objcache
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pinstore/pinstore/model"
+)
+
+// # Edges
+//
+// Whether an object's list holds given entries (does this user like
+// these pins) is cached beside the object's entry, in one Redis hash per
+// object (edgeKey): the field "<mapping>:<to id>" holds "1" or "0", the
+// field "<mapping>:*" says whether the hash holds the whole list ("1":
+// every entry missing from the hash is absent from the list; "0": the list
+// is too long to hold whole), and the field "_g" holds the hash's
+// generation, a random token.
+//
+// The hash is the object's: Invalidate deletes it with the object's entry.
+// That is what keeps it exact, by construction rather than by each write
+// remembering it: a transaction that adds or removes a row of an object's
+// list changes the list's count in the same transaction, which records the
+// object as changed (package shardsql, Tx), so the object is invalidated
+// after the commit and before the write is acknowledged, and its edges go
+// with it.
+//
+// Fills follow the leases of objects, with the generation as the lease:
+//
+//   - ReadEdges sets "_g" to a fresh token if the hash has none (creating
+//     the hash, with the entries' TTL), and reads "_g" and the wanted
+//     fields, in one pipeline (with the object's entry).
+//   - The caller reads the fields that missed from MySQL (masters only),
+//     then FillEdges writes them only if "_g" still holds the token it
+//     read (a Lua compare-and-set); otherwise the fill is refused.
+//
+// A write that committed after the reader's generation was made deletes
+// the hash when it invalidates, so the fill of a read that may predate the
+// commit is refused; a generation made after the invalidation was read by
+// a reader whose MySQL read follows the commit. So an edge read from the
+// cache is never older than the last write acknowledged before the read
+// began, under the same conditions as objects (Redis takes every
+// invalidation; when it does not, the caller keeps the object off the
+// cache, package store).
+
+// edgeGen is the generation field of an edge hash.
+const edgeGen = "_g"
+
+// Edge states in EdgeRead.Found.
+const (
+	EdgeUnknown byte = 0   // not cached: read MySQL
+	EdgeAbsent  byte = '0' // the list does not hold it
+	EdgePresent byte = '1' // the list holds it
+)
+
+// edgeKey is the Redis key of object id's edges.
+func (c *Cache) edgeKey(id uint64) string {
+	var buf [64]byte
+	b := strconv.AppendUint(append(buf[:0], c.prefix...), id, 10)
+	return string(append(b, ":e"...))
+}
+
+// edgeField is the field of to in list m.
+func edgeField(b []byte, m model.Mapping, to uint64) []byte {
+	b = strconv.AppendUint(b, uint64(m), 10)
+	b = append(b, ':')
+	return strconv.AppendUint(b, to, 10)
+}
+
+// EdgeRead is what ReadEdges found.
+type EdgeRead struct {
+	Object    model.Object // the list's owner, when ObjectHit
+	ObjectHit bool
+	Found     []byte // per to, in order: EdgePresent, EdgeAbsent or EdgeUnknown
+	// Whole says whether the hash holds the whole list: EdgePresent when
+	// it does (so Found has no EdgeUnknown), EdgeAbsent when the list is
+	// too long to, EdgeUnknown when nobody has read it whole since the
+	// last invalidation.
+	Whole byte
+	Gen   Lease // the hash's generation: the caller's right to fill
+}
+
+// edgeHead is how many fields ReadEdges reads before those of tos.
+const edgeHead = 2
+
+// wholeField is the field that says whether the hash holds m whole.
+func wholeField(m model.Mapping) string { return strconv.Itoa(int(m)) + ":*" }
+
+// state is an edge state read from a field (EdgeUnknown for none).
+func state(v any) byte {
+	if s, ok := v.(string); ok && len(s) == 1 && (s[0] == EdgePresent || s[0] == EdgeAbsent) {
+		return s[0]
+	}
+	return EdgeUnknown
+}
+
+// edgeTokens makes generations: a random prefix per process and a
+// counter, unique without a random read per call.
+type edgeTokens struct {
+	prefix string
+	n      atomic.Uint64
+}
+
+func newEdgeTokens() *edgeTokens {
+	var raw [8]byte
+	_, _ = rand.Read(raw[:])
+	return &edgeTokens{prefix: "G" + hex.EncodeToString(raw[:]) + ":"}
+}
+
+func (t *edgeTokens) next() string {
+	return t.prefix + strconv.FormatUint(t.n.Add(1), 36)
+}
+
+// ReadEdges reads, in one round trip, the entry of object from and whether
+// its list m holds each of tos, taking the hash's generation (making one
+// when the hash has none). Concurrent callers' reads share round trips
+// (one pipeline of them all, as Get's reads share commands). On a Redis
+// failure it returns the error (counted): the caller reads MySQL and does
+// not fill.
+func (c *Cache) ReadEdges(ctx context.Context, from uint64, m model.Mapping, tos []uint64) (EdgeRead, error) {
+	req := &edgeReq{from: from, m: m, tos: tos}
+	err := c.edges.reads.do(ctx, c, req)
+	if err == nil {
+		err = req.err
+	}
+	if err != nil {
+		c.errs.Inc()
+		return EdgeRead{}, err
+	}
+	r := req.out
+	if r.ObjectHit {
+		c.hits.Inc()
+		c.stats.Hits.Add(1)
+	}
+	hits := 0
+	for _, f := range r.Found {
+		if f != EdgeUnknown {
+			hits++
+		}
+	}
+	c.edges.count(hits, len(tos)-hits)
+	return r, nil
+}
+
+// edgeReq is one ReadEdges: what it asks, and once read, its answer.
+type edgeReq struct {
+	waiter
+	from uint64
+	m    model.Mapping
+	tos  []uint64
+	obj  *redis.StringCmd
+	vals *redis.SliceCmd
+	out  EdgeRead
+	err  error
+}
+
+func (r *edgeReq) size() int { return edgeHead + len(r.tos) }
+
+// readEdges is the run of the edge reads' coalescer: one pipeline for the
+// whole batch.
+func (c *Cache) readEdges(ctx context.Context, batch []*edgeReq) {
+	pipe := c.client.Pipeline()
+	for _, r := range batch {
+		r.queue(ctx, c, pipe)
+	}
+	_, err := pipe.Exec(ctx)
+	if err != nil && errors.Is(err, redis.Nil) {
+		err = nil
+	}
+	for _, r := range batch {
+		r.err = err
+		if err == nil {
+			r.err = r.parse()
+		}
+	}
+}
+
+// queue adds r's commands to pipe: the owner's entry, the generation made
+// if the hash has none (with the entries' TTL: a hash just made has no
+// expiry yet), and the fields.
+func (r *edgeReq) queue(ctx context.Context, c *Cache, pipe redis.Pipeliner) {
+	ekey := c.edgeKey(r.from)
+	fields := make([]string, edgeHead+len(r.tos))
+	fields[0] = edgeGen
+	fields[1] = wholeField(r.m)
+	var buf [48]byte
+	for i, to := range r.tos {
+		fields[edgeHead+i] = string(edgeField(buf[:0], r.m, to))
+	}
+	r.obj = pipe.Get(ctx, c.key(r.from))
+	pipe.HSetNX(ctx, ekey, edgeGen, c.edges.tokens.next())
+	pipe.ExpireNX(ctx, ekey, c.ttl)
+	r.vals = pipe.HMGet(ctx, ekey, fields...)
+}
+
+// parse reads r's answer from its commands' replies.
+func (r *edgeReq) parse() error {
+	if b, err := r.obj.Bytes(); err == nil {
+		r.out.Object, r.out.ObjectHit = decode(r.from, b)
+	}
+	got := r.vals.Val()
+	if len(got) != edgeHead+len(r.tos) {
+		return errors.New("objcache.ReadEdges: short reply")
+	}
+	if g, ok := got[0].(string); ok {
+		r.out.Gen = Lease(g)
+	}
+	r.out.Whole = state(got[1])
+	r.out.Found = make([]byte, len(r.tos))
+	for i := range r.tos {
+		r.out.Found[i] = state(got[edgeHead+i])
+		if r.out.Found[i] == EdgeUnknown && r.out.Whole == EdgePresent {
+			r.out.Found[i] = EdgeAbsent // not in the whole list
+		}
+	}
+	return nil
+}
+
+// fillEdges sets the fields ARGV[2..] (name, value pairs) of the hash
+// KEYS[1] if its generation is still ARGV[1].
+var fillEdges = redis.NewScript(`if redis.call('HGET', KEYS[1], '_g') == ARGV[1] then
+  redis.call('HSET', KEYS[1], unpack(ARGV, 2))
+  return 1
+end
+return 0`)
+
+// FillEdges caches, under generation gen (from ReadEdges), whether from's
+// list m holds each of tos (has, in the same order), as read from MySQL
+// after ReadEdges, and with whole (unless EdgeUnknown) whether tos are
+// the whole list (EdgePresent) or it is too long to cache whole
+// (EdgeAbsent). A write's invalidation since (or the hash's expiry)
+// refuses the fill, which is counted. Failures only cost later misses.
+func (c *Cache) FillEdges(ctx context.Context, from uint64, m model.Mapping, gen Lease, tos []uint64, has []bool, whole byte) {
+	if gen == "" || len(tos) == 0 && whole == EdgeUnknown {
+		return
+	}
+	args := make([]any, 1, 3+2*len(tos))
+	args[0] = string(gen)
+	if whole != EdgeUnknown {
+		args = append(args, wholeField(m), string(whole))
+	}
+	var buf [48]byte
+	for i, to := range tos {
+		v := string(EdgeAbsent)
+		if has[i] {
+			v = string(EdgePresent)
+		}
+		args = append(args, string(edgeField(buf[:0], m, to)), v)
+	}
+	n, err := fillEdges.Run(c.roundTrip(ctx), c.client, []string{c.edgeKey(from)}, args...).Int()
+	switch {
+	case err != nil:
+		c.errs.Inc()
+	case n == 0:
+		c.edges.refused.Inc()
+		c.edges.stats.Refused.Add(1)
+	}
+}
+
+// EdgeStats returns the edge cache's counters: Hits and Misses count
+// entries (one per id checked), Refused counts fills.
+func (c *Cache) EdgeStats() *Stats { return &c.edges.stats }
+
+// edgeCounters are the edge cache's counters, its generations and its
+// reads' coalescer.
+type edgeCounters struct {
+	hits, misses, refused prometheus.Counter
+	stats                 Stats
+	tokens                *edgeTokens
+	reads                 *coalescer[*edgeReq]
+}
+
+func newEdgeCounters(c *Cache, counter func(name, help string) prometheus.Counter) edgeCounters {
+	return edgeCounters{
+		reads:   &coalescer[*edgeReq]{lanes: defaultLanes, run: c.readEdges},
+		hits:    counter("pinstore_edge_cache_hits_total", "Edge checks (one per id checked) answered from the Redis edge cache."),
+		misses:  counter("pinstore_edge_cache_misses_total", "Edge checks (one per id checked) not in the edge cache (read from MySQL)."),
+		refused: counter("pinstore_edge_cache_fills_refused_total", "Edge fills refused because a write invalidated the list's owner after the reader took the generation."),
+		tokens:  newEdgeTokens(),
+	}
+}
+
+func (e *edgeCounters) count(hits, misses int) {
+	e.hits.Add(float64(hits))
+	e.misses.Add(float64(misses))
+	e.stats.Hits.Add(int64(hits))
+	e.stats.Misses.Add(int64(misses))
+}
