@@ -124,7 +124,7 @@ func (oc *objectCache) split(ids []uint64) (cached, direct []uint64) {
 
 // cacheLoop resends pending invalidations every cacheRetry and deletes the
 // cache_outbox rows of taken ones every cleanEvery, until ctx is done.
-func (s *Store) cacheLoop(ctx context.Context) {
+func (s *core) cacheLoop(ctx context.Context) {
 	retry := time.NewTicker(cacheRetry)
 	clean := time.NewTicker(cleanEvery)
 	defer retry.Stop()
@@ -143,7 +143,7 @@ func (s *Store) cacheLoop(ctx context.Context) {
 }
 
 // resendPending sends the invalidations Redis did not take.
-func (s *Store) resendPending(ctx context.Context) {
+func (s *core) resendPending(ctx context.Context) {
 	oc := s.objects
 	oc.mu.Lock()
 	if len(oc.pending) == 0 {
@@ -174,7 +174,7 @@ func (s *Store) resendPending(ctx context.Context) {
 // cleanTaken deletes the cache_outbox rows of invalidations Redis took,
 // one statement per shard. A failure leaves rows a sweep sends again,
 // which is harmless.
-func (s *Store) cleanTaken(ctx context.Context) {
+func (s *core) cleanTaken(ctx context.Context) {
 	oc := s.objects
 	oc.mu.Lock()
 	taken := oc.taken
@@ -196,7 +196,7 @@ func (s *Store) cleanTaken(ctx context.Context) {
 // sweepCached sends the invalidations recorded in the cache_outbox of some
 // of a host's shards more than cacheGrace ago (their writer died, or
 // Redis was away), and clears their rows once Redis takes them.
-func (s *Store) sweepCached(ctx context.Context, op string, h *topology.Host, dbs []shardsql.DB) (int, error) {
+func (s *core) sweepCached(ctx context.Context, op string, h *topology.Host, dbs []shardsql.DB) (int, error) {
 	oc := s.objects
 	if !oc.on() {
 		return 0, nil
@@ -230,7 +230,7 @@ func (s *Store) sweepCached(ctx context.Context, op string, h *topology.Host, db
 // reads under the ctx it is given, which sends its reads to masters
 // (replica hook: a fill never comes from a replica, which may lack the
 // write whose invalidation the lease came after).
-func (s *Store) cachedObjects(ctx context.Context, ids []uint64, load func(ctx context.Context, ids []uint64) ([]model.Object, error)) ([]model.Object, error) {
+func (s *core) cachedObjects(ctx context.Context, ids []uint64, load func(ctx context.Context, ids []uint64) ([]model.Object, error)) ([]model.Object, error) {
 	oc := s.objects
 	if !oc.on() || len(ids) == 0 {
 		return load(ctx, ids)

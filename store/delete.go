@@ -30,7 +30,7 @@ import (
 // the list's mapping, the object, and to_id 0), so what a dead server left
 // undone is finished by any server's sweep (heal.go). ENotFound when the
 // object is not live; EVersion when ifVersion (not 0) is not its version.
-func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64) error {
+func (s *Objects) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64) error {
 	const op = "store.Delete"
 	sh, local, err := s.route(op, id, typ)
 	if err != nil {
@@ -73,10 +73,10 @@ func (s *Store) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		s.feed.Enqueue(fanout.Job{Pin: pin, Author: e.owner, Remove: true, Outbox: true})
 	}
 	if e.username != "" {
-		s.releaseUsername(ctx, op, usernameKey(e.username), id)
+		s.usernames.releaseUsername(ctx, op, usernameKey(e.username), id)
 	}
 	for _, p := range e.settles {
-		if err := s.settle(ctx, op, p); err != nil && !model.IsCode(err, model.ENotFound) {
+		if err := s.lists.settle(ctx, op, p); err != nil && !model.IsCode(err, model.ENotFound) {
 			return err
 		}
 	}
@@ -168,7 +168,7 @@ func drainMark(m model.Mapping, obj uint64) shardsql.Pair {
 // user's follows both ways and likes) is removed with its other side, as
 // the lists' declarations pair them; for a user's boards, every board is
 // deleted. Running it again is harmless.
-func (s *Store) drainList(ctx context.Context, op string, p shardsql.Pair) error {
+func (s *Objects) drainList(ctx context.Context, op string, p shardsql.Pair) error {
 	var err error
 	inv, paired := p.M.Inverse()
 	switch {
@@ -245,7 +245,7 @@ func deleteBoardPins(ctx context.Context, tx *shardsql.Tx, op string, sh topolog
 // drain removes every pair of obj's list m (with its other side), in pages.
 // reverse says obj's list is the inverse side (e.g. pin_likers), so each
 // pair is removed as fwd(to → obj).
-func (s *Store) drain(ctx context.Context, op string, m model.Mapping, obj uint64, fwd model.Mapping, reverse bool) error {
+func (s *Objects) drain(ctx context.Context, op string, m model.Mapping, obj uint64, fwd model.Mapping, reverse bool) error {
 	for {
 		l, err := s.listRaw(ctx, op, m, obj, 500)
 		if err != nil || len(l) == 0 {
@@ -256,7 +256,7 @@ func (s *Store) drain(ctx context.Context, op string, m model.Mapping, obj uint6
 			if reverse {
 				f, t = e.To, obj
 			}
-			if err := s.removePair(ctx, op, shardsql.Pair{M: fwd, From: f, To: t}); err != nil {
+			if err := s.lists.removePair(ctx, op, shardsql.Pair{M: fwd, From: f, To: t}); err != nil {
 				return err
 			}
 		}
@@ -265,7 +265,7 @@ func (s *Store) drain(ctx context.Context, op string, m model.Mapping, obj uint6
 
 // listRaw reads the first n entries of a list without checking that its
 // owner is live (it is used while deleting it).
-func (s *Store) listRaw(ctx context.Context, op string, m model.Mapping, from uint64, n int) ([]model.Entry, error) {
+func (s *Objects) listRaw(ctx context.Context, op string, m model.Mapping, from uint64, n int) ([]model.Entry, error) {
 	sh, _, err := s.route(op, from, m.From())
 	if err != nil {
 		return nil, err
@@ -277,7 +277,7 @@ func (s *Store) listRaw(ctx context.Context, op string, m model.Mapping, from ui
 }
 
 // deleteBoardsOf deletes every board of a deleted user (and so their pins).
-func (s *Store) deleteBoardsOf(ctx context.Context, op string, user uint64) error {
+func (s *Objects) deleteBoardsOf(ctx context.Context, op string, user uint64) error {
 	for {
 		boards, err := s.listRaw(ctx, op, model.UserBoards, user, 100)
 		if err != nil || len(boards) == 0 {

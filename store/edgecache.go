@@ -43,7 +43,7 @@ import (
 const DefaultWholeList = 512
 
 // wholeList is the longest list the edge cache holds whole; 0 for none.
-func (s *Store) wholeList() int {
+func (s *Lists) wholeList() int {
 	switch n := s.cfg.ObjectCache.WholeList; {
 	case n < 0:
 		return 0
@@ -62,7 +62,7 @@ func edgeCached(m model.Mapping) bool { return m.ViewerEdge() != "" }
 // cachedHasMany is HasMany from the edge cache; ok is false when the cache
 // cannot answer (off, m not cached, from's invalidation pending, Redis
 // away) and the caller reads MySQL.
-func (s *Store) cachedHasMany(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, tos []uint64) (out []bool, ok bool, err error) {
+func (s *Lists) cachedHasMany(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, tos []uint64) (out []bool, ok bool, err error) {
 	oc := s.objects
 	if !oc.on() || !edgeCached(m) || len(tos) == 0 || oc.pendingFor(from) {
 		return nil, false, nil
@@ -117,7 +117,7 @@ func (s *Store) cachedHasMany(ctx context.Context, op string, sh topology.Shard,
 // fillWholeList reads from's list m whole when it has at most wholeList
 // entries, caches it whole under gen and returns whether it holds each of
 // tos; for a longer list it caches that it is, and returns nil.
-func (s *Store) fillWholeList(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from uint64, gen objcache.Lease, tos []uint64) ([]bool, error) {
+func (s *Lists) fillWholeList(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from uint64, gen objcache.Lease, tos []uint64) ([]bool, error) {
 	ids, err := shardsql.ReadIDsAfter(ctx, s.reader(ctx, sh).DB, sh.DB, m, from, 0, s.wholeList()+1) // replica hook: ctx is on the master
 	if err != nil {
 		return nil, classify(op, sh, err)

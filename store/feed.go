@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
@@ -28,12 +29,27 @@ import (
 //     unless the follow was made again meanwhile.
 //   - RepairFeeds checks every follow's rows against the followee's pins.
 
+// Feeds is the home feed: reading a page, the fan-out backlog and its
+// outbox sweep, and repairing follows' feed rows. Follows and pins reach
+// it through the pair and create paths (backfillRows, pullOrPush).
+type Feeds struct{ *core }
+
+// FeedBacklog is the number of pins whose feed fan-out has not been
+// written yet (queued, running, or waiting for a host to come back).
+func (s *Feeds) FeedBacklog() int64 { return s.feed.Backlog() }
+
+// SweepFeedOutbox queues the fan-out of every pin whose feed_outbox row is
+// older than olderThan and returns how many it queued (fanout.Sweep).
+func (s *Feeds) SweepFeedOutbox(ctx context.Context, olderThan time.Duration) (int, error) {
+	return s.feed.Sweep(ctx, olderThan)
+}
+
 // Feed returns one page of a user's home feed: the pins of the users they
 // follow, newest first (ties on the pin id), paged by cursor: the
 // cursor is the (sequence, pin) position every source is read after, so a
 // page costs the same at any depth. ENotFound when the user is not
 // live; EInvalid for an offset or a cursor of another list.
-func (s *Store) Feed(ctx context.Context, user uint64, p model.Page) (model.List, error) {
+func (s *Feeds) Feed(ctx context.Context, user uint64, p model.Page) (model.List, error) {
 	const op = "store.Feed"
 	p.Desc = true
 	if p.Offset != 0 {
@@ -68,7 +84,7 @@ func (s *Store) Feed(ctx context.Context, user uint64, p model.Page) (model.List
 
 // backfillRows reads the followee's newest FeedBackfill pins as the feed
 // rows a follow copies into the follower's feed.
-func (s *Store) backfillRows(ctx context.Context, op string, follower, followee uint64) ([]shardsql.FeedRow, error) {
+func (s *Feeds) backfillRows(ctx context.Context, op string, follower, followee uint64) ([]shardsql.FeedRow, error) {
 	ash, _, err := s.route(op, followee, idcodec.TypeUser)
 	if err != nil {
 		return nil, err
@@ -97,7 +113,7 @@ func insertFeedRows(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, row
 // dropFeedAuthor deletes a followee's pins from the follower's feed after
 // an unfollow, unless the follow exists again (its row is read under a
 // shared lock, so a follow made meanwhile waits and then backfills).
-func (s *Store) dropFeedAuthor(ctx context.Context, op string, follower, followee uint64) (int64, error) {
+func (s *Feeds) dropFeedAuthor(ctx context.Context, op string, follower, followee uint64) (int64, error) {
 	sh, _, err := s.route(op, follower, idcodec.TypeUser)
 	if err != nil {
 		return 0, err
@@ -128,7 +144,7 @@ type FeedRepairReport struct {
 // followed. It restores what a crash during fan-out left out, and builds
 // the feeds of a store that had none. With dryRun it only counts. It is
 // safe to run while clients write.
-func (s *Store) RepairFeeds(ctx context.Context, dryRun bool, progress io.Writer) (FeedRepairReport, error) {
+func (s *Feeds) RepairFeeds(ctx context.Context, dryRun bool, progress io.Writer) (FeedRepairReport, error) {
 	const op = "store.RepairFeeds"
 	var rep FeedRepairReport
 	t := s.router.Current()
@@ -202,7 +218,7 @@ func scanTable(ctx context.Context, sh topology.Shard, table string, n int, fn f
 }
 
 // repairFollowFeed settles one follow (f.From follows f.To since f.Seq).
-func (s *Store) repairFollowFeed(ctx context.Context, fsh topology.Shard, f shardsql.PairRow, dryRun bool, rep *FeedRepairReport) error {
+func (s *Feeds) repairFollowFeed(ctx context.Context, fsh topology.Shard, f shardsql.PairRow, dryRun bool, rep *FeedRepairReport) error {
 	const op = "store.RepairFeeds"
 	rep.Follows++
 	ash, _, err := s.route(op, f.To, idcodec.TypeUser)

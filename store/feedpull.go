@@ -43,7 +43,7 @@ import (
 // made the record, so its followers must be told). n is the author's
 // follower count as the transaction read it without a lock (with the
 // pin's insert: shardsql.InsertObjectCount).
-func (s *Store) pullOrPush(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, pin, author uint64, n, seq int64, at time.Time) (pulled, newly bool, err error) {
+func (s *Feeds) pullOrPush(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, pin, author uint64, n, seq int64, at time.Time) (pulled, newly bool, err error) {
 	if n >= s.cfg.FeedPullThreshold {
 		// Pulled: read it again under a shared lock, so a follow counted
 		// meanwhile either commits first (and this pin's Pull job, which
@@ -64,7 +64,7 @@ func (s *Store) pullOrPush(ctx context.Context, tx *shardsql.Tx, sh topology.Sha
 // pulledPins reads the first q.Limit pins, in the feed's order from q's
 // position, of the pulled authors follower follows: one statement for
 // their list, then one per host holding their pins, concurrently.
-func (s *Store) pulledPins(ctx context.Context, op string, fsh topology.Shard, follower uint64, q shardsql.Page) ([]model.Entry, error) {
+func (s *Feeds) pulledPins(ctx context.Context, op string, fsh topology.Shard, follower uint64, q shardsql.Page) ([]model.Entry, error) {
 	authors, err := shardsql.PulledAuthors(ctx, s.reader(ctx, fsh).DB, fsh.DB, follower) // replica hook
 	if err != nil || len(authors) == 0 {
 		return nil, classify(op, fsh, err)

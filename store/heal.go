@@ -24,11 +24,22 @@ const (
 	sweepMarksPerShard      = 100
 )
 
+// Repairs finishes what servers that died left half-done: the sweep of
+// pair, delete and user marks (HealPairs, every Config.PairSweep) and the
+// full check of every pair's two sides (Repair, repair.go).
+type Repairs struct {
+	*core
+	keys      *Keys
+	objs      *Objects
+	lists     *Lists
+	usernames *Usernames
+}
+
 // healLoop settles, at start-up and then every interval, the pairs marked
 // in pair_outbox that no request settled: what a server that died between
 // the two sides of a pair left; at start-up and then hourly it deletes
 // expired idempotency keys (SweepKeys). It stops when ctx is done.
-func (s *Store) healLoop(ctx context.Context, every time.Duration) {
+func (s *Repairs) healLoop(ctx context.Context, every time.Duration) {
 	olderThan := time.Duration(0) // at start-up: everything, a dead server's marks included
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -41,7 +52,7 @@ func (s *Store) healLoop(ctx context.Context, every time.Duration) {
 		}
 		if time.Since(keysSwept) >= keySweepEvery {
 			keysSwept = time.Now()
-			if n, err := s.SweepKeys(ctx); err != nil {
+			if n, err := s.keys.SweepKeys(ctx); err != nil {
 				s.log.Warn("idempotency key sweep incomplete; the next one retries", "err", model.ErrorMessage(err))
 			} else if n > 0 {
 				s.log.Info("idempotency key sweep: deleted expired keys", "keys", n)
@@ -62,7 +73,7 @@ func (s *Store) healLoop(ctx context.Context, every time.Duration) {
 // shards of a host reads each kind), and returns how many it settled. A host that is down, or a
 // shard being moved, is skipped and retried by the next sweep; the error
 // names what failed.
-func (s *Store) HealPairs(ctx context.Context, olderThan time.Duration) (int, error) {
+func (s *Repairs) HealPairs(ctx context.Context, olderThan time.Duration) (int, error) {
 	const op = "store.HealPairs"
 	t := s.router.Current()
 	cutoff := shardsql.Now().Add(-olderThan)
@@ -102,7 +113,7 @@ func (s *Store) HealPairs(ctx context.Context, olderThan time.Duration) (int, er
 
 // healHost settles the due pairs of some of a host's shards, and finishes
 // the users whose create did not finish (older than userClaimGrace).
-func (s *Store) healHost(ctx context.Context, op string, h *topology.Host, dbs []shardsql.DB, cutoff time.Time) (int, error) {
+func (s *Repairs) healHost(ctx context.Context, op string, h *topology.Host, dbs []shardsql.DB, cutoff time.Time) (int, error) {
 	c, cancel := s.deadline(ctx)
 	due, err := shardsql.DuePairs(c, h.DB, dbs, cutoff, sweepMarksPerShard)
 	var users []shardsql.UserClaim
@@ -117,9 +128,9 @@ func (s *Store) healHost(ctx context.Context, op string, h *topology.Host, dbs [
 	for _, p := range due {
 		var err error
 		if p.To == 0 {
-			err = s.drainList(ctx, op, p) // a delete's list, left half-emptied
+			err = s.objs.drainList(ctx, op, p) // a delete's list, left half-emptied
 		} else {
-			err = s.settle(ctx, op, p)
+			err = s.lists.settle(ctx, op, p)
 		}
 		if err != nil && !model.IsCode(err, model.ENotFound) {
 			return settled, err
@@ -127,7 +138,7 @@ func (s *Store) healHost(ctx context.Context, op string, h *topology.Host, dbs [
 		settled++
 	}
 	for _, u := range users {
-		if err := s.finishUser(ctx, op, u); err != nil {
+		if err := s.usernames.finishUser(ctx, op, u); err != nil {
 			return settled, err
 		}
 		settled++

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardsql"
 	"github.com/pinstore/pinstore/store/topology"
@@ -53,6 +52,11 @@ import (
 // model.IdempotencyWindow; an expired claim is a new key to the next
 // request, and SweepKeys deletes them.
 
+// Keys makes creates idempotent: every create path (objects, users,
+// sections, saves) runs under Keys' claim of the request's key, and UseKey
+// and SweepKeys are its calls of their own.
+type Keys struct{ *core }
+
 // keyClaim is a create's hold on its idempotency key.
 type keyClaim struct {
 	k       *model.Idempotency
@@ -79,7 +83,7 @@ func keyHome(t *topology.Topology, k *model.Idempotency) topology.Shard {
 // create writing to target: claim, create (which records its outcome in
 // its transaction: create, record), and release the claim when create
 // fails.
-func (s *Store) keyed(ctx context.Context, op string, target topology.Shard, create func(kc *keyClaim) error) error {
+func (s *Keys) keyed(ctx context.Context, op string, target topology.Shard, create func(kc *keyClaim) error) error {
 	kc, err := s.claimKey(ctx, op, target)
 	if err != nil {
 		return err
@@ -95,7 +99,7 @@ func (s *Store) keyed(ctx context.Context, op string, target topology.Shard, cre
 // key's Replay set when the request was done before, EKeyReused when the
 // key was used with another request, EKeyInUse while its first request
 // runs.
-func (s *Store) claimKey(ctx context.Context, op string, target topology.Shard) (*keyClaim, error) {
+func (s *Keys) claimKey(ctx context.Context, op string, target topology.Shard) (*keyClaim, error) {
 	k := model.IdempotencyOf(ctx)
 	if k == nil {
 		return nil, nil
@@ -174,7 +178,7 @@ func (s *Store) claimKey(ctx context.Context, op string, target topology.Shard) 
 // the same key with another request, on any POST route, is EKeyReused.
 // Sent again with the same request, the request simply runs again. nil
 // when ctx carries no key.
-func (s *Store) UseKey(ctx context.Context) error {
+func (s *Keys) UseKey(ctx context.Context) error {
 	const op = "store.UseKey"
 	k := model.IdempotencyOf(ctx)
 	if k == nil {
@@ -235,7 +239,7 @@ func replayOf(op string, k *model.Idempotency, out shardsql.Outcome) error {
 // does. A retry with the key gets model.ErrReplayed, with the key's
 // Replay set to the outcome. first, when not nil, runs before the
 // transaction (under the claim): a check on another shard.
-func (s *Store) create(ctx context.Context, op string, sh topology.Shard, first func() error, build func(tx *shardsql.Tx) (model.Object, bool, error)) (obj model.Object, created bool, err error) {
+func (s *Keys) create(ctx context.Context, op string, sh topology.Shard, first func() error, build func(tx *shardsql.Tx) (model.Object, bool, error)) (obj model.Object, created bool, err error) {
 	err = s.keyed(ctx, op, sh, func(kc *keyClaim) error {
 		if first != nil {
 			if err := first(); err != nil {
@@ -300,7 +304,7 @@ func (kc *keyClaim) note(ctx context.Context, tx *shardsql.Tx, op string, id uin
 // failed in doubt either committed, and keeps its outcome for the retry
 // to replay, or never will), then deletes the claim. A failure leaves
 // the claim to its lease.
-func (s *Store) releaseKey(ctx context.Context, op string, kc *keyClaim) {
+func (s *Keys) releaseKey(ctx context.Context, op string, kc *keyClaim) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.QueryTimeout)
 	defer cancel()
 	// Both writes are pinned to the map in force (enterShard), like every
@@ -326,7 +330,7 @@ func (s *Store) releaseKey(ctx context.Context, op string, kc *keyClaim) {
 
 // onShard runs fn with the write route of shard n, pinned to the map in
 // force (enterShard).
-func (s *Store) onShard(ctx context.Context, op string, n int, fn func(topology.Shard) error) error {
+func (s *Keys) onShard(ctx context.Context, op string, n int, fn func(topology.Shard) error) error {
 	sh, release, err := s.enterShard(ctx, op, n)
 	if err != nil {
 		return err
@@ -339,49 +343,12 @@ func (s *Store) onShard(ctx context.Context, op string, n int, fn func(topology.
 // when ctx carries a key (so a retry that takes over a dead claimant's
 // create makes its user where the dead one made it, and finishes that
 // user: resumeUser), a random open shard otherwise.
-func (s *Store) userShard(ctx context.Context) topology.Shard {
+func (s *Keys) userShard(ctx context.Context) topology.Shard {
 	t := s.router.Current()
 	if k := model.IdempotencyOf(ctx); k != nil {
 		return t.OpenShard(binary.BigEndian.Uint64(k.Hash[:8]))
 	}
 	return t.RandomOpen()
-}
-
-// resumeUser finishes the user a dead claimant of kc made (kc.prior):
-// it settles the user as the sweep would, and when the user exists,
-// completes the key with it and returns it with done true. A user that
-// was dropped (its name was taken) leaves the create to run anew.
-func (s *Store) resumeUser(ctx context.Context, op string, kc *keyClaim) (model.Object, bool, error) {
-	sh, local, err := s.route(op, kc.prior, idcodec.TypeUser)
-	if err != nil || sh.DB != kc.target.DB {
-		return model.Object{}, false, nil // not a user of this shard: make a new one
-	}
-	_, pending, err := shardsql.UserState(ctx, sh.Host.DB, sh.DB, local, shardsql.NoLock)
-	if errors.Is(err, sql.ErrNoRows) {
-		return model.Object{}, false, nil
-	}
-	if err != nil {
-		return model.Object{}, false, classify(op, sh, err)
-	}
-	if pending != "" {
-		if err := s.finishUser(ctx, op, shardsql.UserClaim{User: kc.prior, Key: pending}); err != nil {
-			return model.Object{}, false, err
-		}
-	}
-	var obj model.Object
-	found := false
-	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
-		r, err := shardsql.ReadObject(ctx, tx, sh.DB, idcodec.TypeUser, local, shardsql.NoLock)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil // dropped: its name was taken
-		}
-		if err != nil {
-			return err
-		}
-		found, obj = true, r.Object(sh.DB, idcodec.TypeUser)
-		return kc.record(ctx, tx, op, model.Outcome{Object: obj, Created: true})
-	})
-	return obj, found && err == nil, err
 }
 
 // keySweepEvery is how often sweepKeys runs; keySweepBatch bounds the
@@ -394,7 +361,7 @@ const (
 // SweepKeys deletes the idempotency keys that expired, on every writable
 // shard, and returns how many it deleted. An expired row is already a new
 // key to a request; this only frees its space.
-func (s *Store) SweepKeys(ctx context.Context) (int, error) {
+func (s *Keys) SweepKeys(ctx context.Context) (int, error) {
 	const op = "store.SweepKeys"
 	cutoff := shardsql.Now()
 	deleted := 0

@@ -12,13 +12,23 @@ import (
 	"github.com/pinstore/pinstore/store/topology"
 )
 
+// Lists is the generic mapping lists: pages of a list (with or without
+// its objects), counts, membership (from the edge cache when it is on:
+// edgecache.go), moves, and adding and removing pairs with their inverses
+// (pairs.go). A follow's feed rows ride on the pair's
+// settle (Feeds).
+type Lists struct {
+	*core
+	feeds *Feeds
+}
+
 // List returns one page of from's list in m, ordered by (sequence, to_id),
 // highest first when p.Desc, with the list's length in Count. With a
 // cursor the page is a keyset range scan (constant cost at any depth);
 // with an offset it skips p.Offset entries. NextCursor continues after the
 // page's last entry and is empty on the last page. ENotFound when from is
 // not a live object of m's from type; EInvalid for a bad limit or cursor.
-func (s *Store) List(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error) {
+func (s *Lists) List(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error) {
 	l, _, err := s.list(ctx, "store.List", m, from, p, false)
 	return l, err
 }
@@ -31,7 +41,7 @@ func (s *Store) List(ctx context.Context, m model.Mapping, from uint64, p model.
 // Other lists (and offset pages, where a join would read every skipped
 // object), and every list when the object cache is on, take List and then
 // GetMany, which reads the objects from the cache.
-func (s *Store) ListObjects(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, []model.Object, error) {
+func (s *Lists) ListObjects(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, []model.Object, error) {
 	const op = "store.ListObjects"
 	if m.Valid() && m.Colocated() && p.Offset == 0 && !s.objects.on() {
 		return s.list(ctx, op, m, from, p, true)
@@ -40,7 +50,7 @@ func (s *Store) ListObjects(ctx context.Context, m model.Mapping, from uint64, p
 	if err != nil || len(l.Entries) == 0 {
 		return l, nil, err
 	}
-	objs, err := s.GetMany(ctx, entryIDs(l.Entries), m.To())
+	objs, err := s.objectsByID(ctx, entryIDs(l.Entries), m.To())
 	return l, objs, err
 }
 
@@ -54,7 +64,7 @@ func entryIDs(entries []model.Entry) []uint64 {
 
 // list reads a page of from's list in m and, withObjects, its objects by
 // a join on the list's own shard (m must be Colocated).
-func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint64, p model.Page, withObjects bool) (model.List, []model.Object, error) {
+func (s *Lists) list(ctx context.Context, op string, m model.Mapping, from uint64, p model.Page, withObjects bool) (model.List, []model.Object, error) {
 	if !m.Valid() {
 		return model.List{}, nil, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
 	}
@@ -106,7 +116,7 @@ func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint6
 	l := s.page(entries, p, uint8(m), from)
 	l.Count, l.Secret = count, secret
 	if foreign {
-		objs, err = s.GetMany(ctx, entryIDs(l.Entries), m.To())
+		objs, err = s.objectsByID(ctx, entryIDs(l.Entries), m.To())
 	}
 	return l, objs, err
 }
@@ -118,7 +128,7 @@ func (s *Store) list(ctx context.Context, op string, m model.Mapping, from uint6
 // is on, the cached owner answers; otherwise one read by id does (batched
 // with other requests' reads, pointread), asking for the length besides
 // the owner's counts when the owner does not carry it.
-func (s *Store) listOwner(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, carried int) (count, secret int64, err error) {
+func (s *Lists) listOwner(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, carried int) (count, secret int64, err error) {
 	var counts []int64
 	if carried >= 0 && s.objects.on() {
 		owner, err := s.get(ctx, op, sh, from, local, m.From())
@@ -151,7 +161,7 @@ func (s *Store) listOwner(ctx context.Context, op string, sh topology.Shard, m m
 // the cursor's position when there is one (EInvalid when the cursor is not
 // this list's), within the time range when there is one (sequences are
 // milliseconds: [since, until) at millisecond resolution).
-func (s *Store) pageOf(p model.Page, kind uint8, from uint64) (shardsql.Page, error) {
+func (s *core) pageOf(p model.Page, kind uint8, from uint64) (shardsql.Page, error) {
 	q := shardsql.Page{Limit: p.Limit + 1, Offset: p.Offset, Desc: p.Desc}
 	if !p.Since.IsZero() {
 		ms := p.Since.UnixMilli()
@@ -172,7 +182,7 @@ func (s *Store) pageOf(p model.Page, kind uint8, from uint64) (shardsql.Page, er
 }
 
 // page trims a limit+1 result to the page and makes the next cursor.
-func (s *Store) page(entries []model.Entry, p model.Page, kind uint8, from uint64) model.List {
+func (s *core) page(entries []model.Entry, p model.Page, kind uint8, from uint64) model.List {
 	l := model.List{Entries: entries}
 	if len(entries) > p.Limit {
 		l.Entries = entries[:p.Limit]
@@ -184,7 +194,7 @@ func (s *Store) page(entries []model.Entry, p model.Page, kind uint8, from uint6
 
 // Count returns the length of from's list in m, kept by every add and
 // remove in the same transaction, so it never scans.
-func (s *Store) Count(ctx context.Context, m model.Mapping, from uint64) (int64, error) {
+func (s *Lists) Count(ctx context.Context, m model.Mapping, from uint64) (int64, error) {
 	const op = "store.Count"
 	if !m.Valid() {
 		return 0, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
@@ -206,7 +216,7 @@ func (s *Store) Count(ctx context.Context, m model.Mapping, from uint64) (int64,
 // room; the relative order of every other entry is kept. Only lists
 // without an inverse (a board's pins) can be ordered by hand. ENotFound
 // when item or the anchor is not in the list.
-func (s *Store) Move(ctx context.Context, m model.Mapping, from, item, before, after uint64) error {
+func (s *Lists) Move(ctx context.Context, m model.Mapping, from, item, before, after uint64) error {
 	const op = "store.Move"
 	if !m.Valid() {
 		return model.Wrap(op, model.EInvalid, "unknown mapping", nil)
@@ -293,7 +303,7 @@ const MaxHasMany = 250
 // hidden object reads them (GetMany). ENotFound when from is not a live
 // object of m's from type; EInvalid for a malformed id or more than
 // MaxHasMany of them.
-func (s *Store) HasMany(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error) {
+func (s *Lists) HasMany(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error) {
 	const op = "store.HasMany"
 	if !m.Valid() {
 		return nil, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
@@ -324,7 +334,7 @@ func (s *Store) HasMany(ctx context.Context, m model.Mapping, from uint64, tos [
 // readEdges reads from MySQL whether from's list m holds each of tos, in
 // order, with the edge checks of other callers on the same pool
 // (edgeread).
-func (s *Store) readEdges(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from uint64, tos []uint64) ([]bool, error) {
+func (s *Lists) readEdges(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from uint64, tos []uint64) ([]bool, error) {
 	out := make([]bool, len(tos))
 	if len(tos) == 0 {
 		return out, nil
@@ -342,11 +352,11 @@ func (s *Store) readEdges(ctx context.Context, op string, sh topology.Shard, m m
 // MaxGetMany bounds one multi-get.
 const MaxGetMany = 1000
 
-// GetMany returns the live objects among ids, in request order; unknown,
-// deleted or wrong-type ids are left out. The object cache answers what it
-// holds; for the rest it sends one statement per host: a UNION ALL of one
-// primary-key IN (…) select per shard database.
-func (s *Store) GetMany(ctx context.Context, ids []uint64, typ idcodec.Type) ([]model.Object, error) {
+// objectsByID is GetMany for every part of the store: the live objects
+// among ids, in request order. The object cache answers what it holds; for
+// the rest it sends one statement per host: a UNION ALL of one primary-key
+// IN (…) select per shard database.
+func (s *core) objectsByID(ctx context.Context, ids []uint64, typ idcodec.Type) ([]model.Object, error) {
 	const op = "store.GetMany"
 	if len(ids) > MaxGetMany {
 		return nil, model.Wrap(op, model.EInvalid, "too many ids", nil)
@@ -388,7 +398,7 @@ func (s *Store) GetMany(ctx context.Context, ids []uint64, typ idcodec.Type) ([]
 }
 
 // getMany is GetMany from MySQL alone.
-func (s *Store) getMany(ctx context.Context, op string, ids []uint64, typ idcodec.Type) ([]model.Object, error) {
+func (s *core) getMany(ctx context.Context, op string, ids []uint64, typ idcodec.Type) ([]model.Object, error) {
 	t := s.router.Current()
 	byHost := map[*topology.Host][]shardsql.ObjectSelect{}
 	for _, id := range ids {

@@ -26,7 +26,7 @@ type MigrateOptions struct {
 // versions in its schema_migrations table and every statement is
 // idempotent, so an interrupted run is finished by running it again, and
 // a run on an up-to-date fleet only reads one version per shard.
-func (s *Store) Migrate(ctx context.Context, opt MigrateOptions) error {
+func (s *Ops) Migrate(ctx context.Context, opt MigrateOptions) error {
 	ms, err := migrations.All()
 	if err != nil {
 		return err

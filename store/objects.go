@@ -15,7 +15,7 @@ import (
 )
 
 // encodeDoc validates d and encodes it for storage.
-func (s *Store) encodeDoc(op string, d model.Doc) ([]byte, error) {
+func (s *core) encodeDoc(op string, d model.Doc) ([]byte, error) {
 	if err := d.Validate(s.cfg.Limits); err != nil {
 		return nil, err
 	}
@@ -23,7 +23,7 @@ func (s *Store) encodeDoc(op string, d model.Doc) ([]byte, error) {
 }
 
 // marshalDoc encodes a validated d, refusing one over the stored limit.
-func (s *Store) marshalDoc(op string, d model.Doc) ([]byte, error) {
+func (s *core) marshalDoc(op string, d model.Doc) ([]byte, error) {
 	b, err := json.Marshal(d)
 	if err != nil {
 		return nil, model.Wrap(op, model.EInvalid, "document does not encode", err)
@@ -34,10 +34,23 @@ func (s *Store) marshalDoc(op string, d model.Doc) ([]byte, error) {
 	return b, nil
 }
 
+// Objects is the generic objects: creating boards, pins and comments,
+// reading, updating and deleting any object, and the pin → owner look-up.
+// A create runs under the request's key (Keys), a pin decides its feed
+// (Feeds), a user's rename or delete moves its name (Usernames), and a
+// delete empties the object's lists (Lists, delete.go).
+type Objects struct {
+	*core
+	keys      *Keys
+	feeds     *Feeds
+	lists     *Lists
+	usernames *Usernames
+}
+
 // CreateBoard places the board on its owner's shard and adds it to the
 // owner's user_boards in the same transaction. ENotFound when the owner
 // does not exist.
-func (s *Store) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Object, error) {
+func (s *Objects) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Object, error) {
 	const op = "store.CreateBoard"
 	doc.Active = true
 	b, err := s.encodeDoc(op, &doc)
@@ -48,7 +61,7 @@ func (s *Store) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Obje
 	if err != nil {
 		return model.Object{}, err
 	}
-	obj, _, err := s.create(ctx, op, sh, nil, func(tx *shardsql.Tx) (model.Object, bool, error) {
+	obj, _, err := s.keys.create(ctx, op, sh, nil, func(tx *shardsql.Tx) (model.Object, bool, error) {
 		if _, _, err := readLive(ctx, tx, op, sh, idcodec.TypeUser, ownerLocal, shardsql.ShareLock); err != nil {
 			return model.Object{}, false, err
 		}
@@ -81,7 +94,7 @@ func (s *Store) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Obje
 // the board must be theirs, or the pin is refused with EForbidden, checked
 // on the board row the transaction reads. EInvalid when board_id is no
 // board's id; ENotFound when the board does not exist.
-func (s *Store) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (model.Object, error) {
+func (s *Objects) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (model.Object, error) {
 	obj, _, err := s.createPin(ctx, "store.CreatePin", doc, actor, nil)
 	return obj, err
 }
@@ -90,7 +103,7 @@ func (s *Store) CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (
 // (saves.go), which save's hooks check and record in the same transaction.
 // created is false when save found the board's earlier save of the pin
 // (then obj is that pin).
-func (s *Store) createPin(ctx context.Context, op string, doc model.PinDoc, actor uint64, save *saveHooks) (obj model.Object, created bool, err error) {
+func (s *Objects) createPin(ctx context.Context, op string, doc model.PinDoc, actor uint64, save *saveHooks) (obj model.Object, created bool, err error) {
 	doc.Active = true
 	if err := doc.Validate(s.cfg.Limits); err != nil {
 		return model.Object{}, false, err
@@ -101,7 +114,7 @@ func (s *Store) createPin(ctx context.Context, op string, doc model.PinDoc, acto
 	}
 	var seq int64
 	var pulled, newlyPulled bool
-	obj, created, err = s.create(ctx, op, sh, nil, func(tx *shardsql.Tx) (model.Object, bool, error) {
+	obj, created, err = s.keys.create(ctx, op, sh, nil, func(tx *shardsql.Tx) (model.Object, bool, error) {
 		_, bd, err := readLive(ctx, tx, op, sh, idcodec.TypeBoard, boardLocal, shardsql.ShareLock)
 		if err != nil {
 			return model.Object{}, false, err
@@ -145,7 +158,7 @@ func (s *Store) createPin(ctx context.Context, op string, doc model.PinDoc, acto
 				return obj, false, err
 			}
 		}
-		if pulled, newlyPulled, err = s.pullOrPush(ctx, tx, sh, obj.ID, uint64(doc.OwnerID), followers, seq, at); err != nil {
+		if pulled, newlyPulled, err = s.feeds.pullOrPush(ctx, tx, sh, obj.ID, uint64(doc.OwnerID), followers, seq, at); err != nil {
 			return obj, false, err
 		}
 		if save != nil {
@@ -182,7 +195,7 @@ func actsOnBoard(op string, board *model.BoardDoc, actor uint64, refusal string)
 
 // CreateComment places the comment on its pin's shard and adds it to
 // pin_comments. ENotFound when the pin or the author does not exist.
-func (s *Store) CreateComment(ctx context.Context, doc model.CommentDoc) (model.Object, error) {
+func (s *Objects) CreateComment(ctx context.Context, doc model.CommentDoc) (model.Object, error) {
 	const op = "store.CreateComment"
 	doc.Active = true
 	b, err := s.encodeDoc(op, &doc)
@@ -194,10 +207,10 @@ func (s *Store) CreateComment(ctx context.Context, doc model.CommentDoc) (model.
 		return model.Object{}, err
 	}
 	author := func() error {
-		_, err := s.Get(ctx, uint64(doc.AuthorID), idcodec.TypeUser)
+		_, err := s.objectByID(ctx, uint64(doc.AuthorID), idcodec.TypeUser)
 		return err
 	}
-	obj, _, err := s.create(ctx, op, sh, author, func(tx *shardsql.Tx) (model.Object, bool, error) {
+	obj, _, err := s.keys.create(ctx, op, sh, author, func(tx *shardsql.Tx) (model.Object, bool, error) {
 		_, pd, err := readLive(ctx, tx, op, sh, idcodec.TypePin, pinLocal, shardsql.ShareLock)
 		if err != nil {
 			return model.Object{}, false, err
@@ -219,7 +232,12 @@ func (s *Store) CreateComment(ctx context.Context, doc model.CommentDoc) (model.
 // Get returns the live object id of type typ, from the object cache when
 // it has it. ENotFound when it is unknown, deleted or of another type;
 // EInvalid when id is malformed.
-func (s *Store) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Object, error) {
+func (s *Objects) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Object, error) {
+	return s.objectByID(ctx, id, typ)
+}
+
+// objectByID is Get for every part of the store.
+func (s *core) objectByID(ctx context.Context, id uint64, typ idcodec.Type) (model.Object, error) {
 	const op = "store.Get"
 	sh, local, err := s.route(op, id, typ)
 	if err != nil {
@@ -234,7 +252,7 @@ func (s *Store) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Obj
 // the cache where this caller holds the lease. The read fills from the
 // master (replica hook: a fill never comes from a replica, which may lack
 // the write whose invalidation the lease came after).
-func (s *Store) get(ctx context.Context, op string, sh topology.Shard, id, local uint64, typ idcodec.Type) (model.Object, error) {
+func (s *core) get(ctx context.Context, op string, sh topology.Shard, id, local uint64, typ idcodec.Type) (model.Object, error) {
 	oc := s.objects
 	var lease objcache.Lease
 	if oc.on() {
@@ -268,7 +286,7 @@ func (s *Store) get(ctx context.Context, op string, sh topology.Shard, id, local
 // version is EVersion. The fields that place the object (Refs) and the
 // active flag may not change (EInvalid). A user's new username is claimed
 // first (EUsernameTaken when another user holds it) and the old one freed.
-func (s *Store) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func(doc []byte) ([]byte, error)) (model.Object, error) {
+func (s *Objects) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func(doc []byte) ([]byte, error)) (model.Object, error) {
 	const op = "store.Update"
 	sh, local, err := s.route(op, id, typ)
 	if err != nil {
@@ -306,7 +324,7 @@ func (s *Store) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 			// row; the old one is released once it has committed.
 			oldKey, newKey := usernameKey(old.(*model.UserDoc).Username), usernameKey(u.Username)
 			if newKey != oldKey {
-				if err := s.claimUsername(ctx, op, newKey, id); err != nil {
+				if err := s.usernames.claimUsername(ctx, op, newKey, id); err != nil {
 					if model.IsCode(err, model.EUsernameTaken) {
 						return errTaken(op, u.Username)
 					}
@@ -329,7 +347,7 @@ func (s *Store) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersi
 		return nil
 	})
 	if err == nil && released != "" {
-		s.releaseUsername(ctx, op, released, id)
+		s.usernames.releaseUsername(ctx, op, released, id)
 	}
 	return obj, err
 }
@@ -362,4 +380,11 @@ func markDeleted(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Sh
 	}
 	d.SetActive(true)
 	return d, shardsql.UpdateObject(ctx, tx, sh.DB, typ, local, b, shardsql.Now())
+}
+
+// GetMany returns the live objects among ids, in request order; unknown,
+// deleted or wrong-type ids are left out; more than MaxGetMany ids is
+// EInvalid. Cached objects cost no statement; the rest cost one per host.
+func (s *Objects) GetMany(ctx context.Context, ids []uint64, typ idcodec.Type) ([]model.Object, error) {
+	return s.objectsByID(ctx, ids, typ)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardmap"
+	"github.com/pinstore/pinstore/store/topology"
 )
 
 // TopologySource is where the map in force comes from when it is not a
@@ -26,10 +27,21 @@ type TopologySource interface {
 	Servers(ctx context.Context) ([]model.ServerInfo, error)
 }
 
+// Ops is what operators and the admin routes use: the map in force and its
+// hosts' health, readiness, and migrating every shard database.
+type Ops struct{ *core }
+
+// Router is the shard map in force with its pools: reload it (Reload,
+// ReloadFile, Watch) while the store runs.
+func (s *Ops) Router() *topology.Router { return s.router }
+
+// Map returns the shard map in force.
+func (s *Ops) Map() *shardmap.Map { return s.router.Map() }
+
 // Ready pings every host of the map in force (master) and Redis, each with
 // a one-second deadline, and reports the topology source's health. Errors
 // name the host, never its DSN.
-func (s *Store) Ready(ctx context.Context) []model.Health {
+func (s *Ops) Ready(ctx context.Context) []model.Health {
 	hosts := s.router.Current().Hosts()
 	out := make([]model.Health, len(hosts)+1, len(hosts)+2)
 	if src := s.cfg.Source; src != nil {
@@ -75,7 +87,7 @@ type HostStatus struct {
 // Hosts reports every host of the map in force, its ranges and whether it
 // answers a ping within a second, and for a host with replicas what its
 // master and each replica say about replication (replicas.Describe).
-func (s *Store) Hosts(ctx context.Context) []HostStatus {
+func (s *Ops) Hosts(ctx context.Context) []HostStatus {
 	t := s.router.Current()
 	health := map[string]model.Health{}
 	for _, h := range s.Ready(ctx) {
@@ -107,7 +119,7 @@ func (s *Store) Hosts(ctx context.Context) []HostStatus {
 
 // ShardMapInfo describes the shard map in force and pings its hosts, for
 // the admin route. It carries host addresses, never DSNs.
-func (s *Store) ShardMapInfo(ctx context.Context) model.ShardMapInfo {
+func (s *Ops) ShardMapInfo(ctx context.Context) model.ShardMapInfo {
 	t := s.router.Current()
 	m := t.Map()
 	info := model.ShardMapInfo{
@@ -149,7 +161,7 @@ func (s *Store) ShardMapInfo(ctx context.Context) model.ShardMapInfo {
 // redisHealth pings Redis within a second ("redis"). With Redis disabled
 // it is not asked: the check says Disabled (and not OK), and nothing
 // depends on it.
-func (s *Store) redisHealth(ctx context.Context) model.Health {
+func (s *Ops) redisHealth(ctx context.Context) model.Health {
 	if s.redis == nil { // PINSTORE_REDIS_DISABLED: nothing to ask, and nothing waits on it
 		return model.Health{Name: "redis", Disabled: true}
 	}

@@ -10,7 +10,7 @@ import (
 // Owners returns the owner of each live pin among pins: from the Redis
 // cache, and for misses from MySQL (one query per host), filling the
 // cache. Unknown or deleted pins are absent from the result.
-func (s *Store) Owners(ctx context.Context, pins []uint64) (map[uint64]uint64, error) {
+func (s *Objects) Owners(ctx context.Context, pins []uint64) (map[uint64]uint64, error) {
 	const op = "store.Owners"
 	for _, id := range pins {
 		if _, _, err := s.route(op, id, idcodec.TypePin); err != nil {
@@ -21,8 +21,8 @@ func (s *Store) Owners(ctx context.Context, pins []uint64) (map[uint64]uint64, e
 }
 
 // loadOwners reads the owners of live pins from MySQL.
-func (s *Store) loadOwners(ctx context.Context, pins []uint64) (map[uint64]uint64, error) {
-	objs, err := s.GetMany(ctx, pins, idcodec.TypePin)
+func (s *Objects) loadOwners(ctx context.Context, pins []uint64) (map[uint64]uint64, error) {
+	objs, err := s.objectsByID(ctx, pins, idcodec.TypePin)
 	if err != nil {
 		return nil, err
 	}

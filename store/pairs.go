@@ -21,7 +21,7 @@ import (
 // pairRoute validates a mapping call: m must be known and, for writes, be
 // one that clients may write (an inverse pair); from and to must be of
 // m's types. The pair is returned forward side first.
-func (s *Store) pairRoute(op string, m model.Mapping, from, to uint64) (shardsql.Pair, error) {
+func (s *Lists) pairRoute(op string, m model.Mapping, from, to uint64) (shardsql.Pair, error) {
 	if !m.Valid() {
 		return shardsql.Pair{}, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
 	}
@@ -45,7 +45,7 @@ func (s *Store) pairRoute(op string, m model.Mapping, from, to uint64) (shardsql
 // the inverse, each idempotent. A follow also copies the followee's newest
 // pins into the follower's feed. ENotFound when either object is not live
 // (a target deleted meanwhile leaves no pair behind).
-func (s *Store) AddMapping(ctx context.Context, m model.Mapping, from, to uint64) error {
+func (s *Lists) AddMapping(ctx context.Context, m model.Mapping, from, to uint64) error {
 	const op = "store.AddMapping"
 	p, err := s.pairRoute(op, m, from, to)
 	if err != nil {
@@ -54,7 +54,7 @@ func (s *Store) AddMapping(ctx context.Context, m model.Mapping, from, to uint64
 	if p.M.From() == p.M.To() && p.From == p.To {
 		return model.Wrap(op, model.EInvalid, "an object cannot be linked to itself", nil)
 	}
-	target, err := s.Get(ctx, p.To, p.M.To())
+	target, err := s.objectByID(ctx, p.To, p.M.To())
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func (s *Store) AddMapping(ctx context.Context, m model.Mapping, from, to uint64
 
 // RemoveMapping removes from→to and its inverse, forward side first.
 // Removing an absent pair is a no-op. The objects need not be live.
-func (s *Store) RemoveMapping(ctx context.Context, m model.Mapping, from, to uint64) error {
+func (s *Lists) RemoveMapping(ctx context.Context, m model.Mapping, from, to uint64) error {
 	const op = "store.RemoveMapping"
 	p, err := s.pairRoute(op, m, from, to)
 	if err != nil {
@@ -96,7 +96,7 @@ func (s *Store) RemoveMapping(ctx context.Context, m model.Mapping, from, to uin
 // removePair removes p's forward row (an unfollow takes the followee's
 // pins out of the follower's feed in the same transaction), then settles
 // the pair (its inverse goes).
-func (s *Store) removePair(ctx context.Context, op string, p shardsql.Pair) error {
+func (s *Lists) removePair(ctx context.Context, op string, p shardsql.Pair) error {
 	fsh, _, err := s.route(op, p.From, p.M.From())
 	if err != nil {
 		return err
@@ -125,7 +125,7 @@ func (s *Store) removePair(ctx context.Context, op string, p shardsql.Pair) erro
 
 // heal marks p and settles it: the inverse comes to match the forward row,
 // whatever either holds now.
-func (s *Store) heal(ctx context.Context, op string, p shardsql.Pair) error {
+func (s *Lists) heal(ctx context.Context, op string, p shardsql.Pair) error {
 	fsh, _, err := s.route(op, p.From, p.M.From())
 	if err != nil {
 		return err
@@ -145,7 +145,7 @@ func (s *Store) heal(ctx context.Context, op string, p shardsql.Pair) error {
 // drained, or will drain, its other pairs): then settle returns ENotFound.
 // A follow's feed follows the forward row: the followee's newest pins are
 // copied in, or all of them taken out.
-func (s *Store) settle(ctx context.Context, op string, p shardsql.Pair) error {
+func (s *Lists) settle(ctx context.Context, op string, p shardsql.Pair) error {
 	fsh, _, err := s.route(op, p.From, p.M.From())
 	if err != nil {
 		return err
@@ -231,7 +231,7 @@ func (s *Store) settle(ctx context.Context, op string, p shardsql.Pair) error {
 // or by its own fan-out, which reads the followers after the pin and this
 // follow's inverse committed), or, for a pulled followee, a feed_pulled
 // row is written; not followed, every pin of theirs goes.
-func (s *Store) settleFeed(ctx context.Context, op string, tx *shardsql.Tx, fsh topology.Shard, p shardsql.Pair, followed, pulled bool) error {
+func (s *Lists) settleFeed(ctx context.Context, op string, tx *shardsql.Tx, fsh topology.Shard, p shardsql.Pair, followed, pulled bool) error {
 	if !followed {
 		_, err := unfollowFeed(ctx, tx, fsh, p.From, p.To)
 		return err
@@ -239,7 +239,7 @@ func (s *Store) settleFeed(ctx context.Context, op string, tx *shardsql.Tx, fsh 
 	if pulled {
 		return shardsql.InsertPulled(ctx, tx, fsh.DB, p.From, p.To)
 	}
-	rows, err := s.backfillRows(ctx, op, p.From, p.To)
+	rows, err := s.feeds.backfillRows(ctx, op, p.From, p.To)
 	if err != nil {
 		return err
 	}

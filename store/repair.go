@@ -29,7 +29,7 @@ type RepairReport struct {
 // the rows, in the same transactions. With dryRun it only counts. It is
 // safe to run while clients write; a pair changed during the run is
 // settled by the next run.
-func (s *Store) Repair(ctx context.Context, dryRun bool, progress io.Writer) ([]RepairReport, error) {
+func (s *Repairs) Repair(ctx context.Context, dryRun bool, progress io.Writer) ([]RepairReport, error) {
 	const op = "store.Repair"
 	var out []RepairReport
 	for _, fwd := range model.Mappings() {
@@ -50,7 +50,7 @@ func (s *Store) Repair(ctx context.Context, dryRun bool, progress io.Writer) ([]
 				return live, nil
 			}
 			for _, e := range gone {
-				if err := s.removePair(ctx, op, shardsql.Pair{M: fwd, From: e.From, To: e.To}); err != nil {
+				if err := s.lists.removePair(ctx, op, shardsql.Pair{M: fwd, From: e.From, To: e.To}); err != nil {
 					return nil, err
 				}
 			}
@@ -85,8 +85,8 @@ func (s *Store) Repair(ctx context.Context, dryRun bool, progress io.Writer) ([]
 
 // healed is heal, content with a pair that went because its target is
 // gone.
-func (s *Store) healed(ctx context.Context, op string, p shardsql.Pair) error {
-	if err := s.heal(ctx, op, p); err != nil && !model.IsCode(err, model.ENotFound) {
+func (s *Repairs) healed(ctx context.Context, op string, p shardsql.Pair) error {
+	if err := s.lists.heal(ctx, op, p); err != nil && !model.IsCode(err, model.ENotFound) {
 		return err
 	}
 	return nil
@@ -94,7 +94,7 @@ func (s *Store) healed(ctx context.Context, op string, p shardsql.Pair) error {
 
 // splitLive splits forward rows of fwd into those whose both ends are live
 // objects and those with a deleted (or never created) end.
-func (s *Store) splitLive(ctx context.Context, fwd model.Mapping, rows []shardsql.PairRow) (live, gone []shardsql.PairRow, err error) {
+func (s *Repairs) splitLive(ctx context.Context, fwd model.Mapping, rows []shardsql.PairRow) (live, gone []shardsql.PairRow, err error) {
 	alive := map[uint64]bool{}
 	for _, side := range []struct {
 		typ idcodec.Type
@@ -109,7 +109,7 @@ func (s *Store) splitLive(ctx context.Context, fwd model.Mapping, rows []shardsq
 			}
 		}
 		for start := 0; start < len(ids); start += 500 {
-			objs, err := s.GetMany(ctx, ids[start:min(start+500, len(ids))], side.typ)
+			objs, err := s.objectsByID(ctx, ids[start:min(start+500, len(ids))], side.typ)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -131,7 +131,7 @@ func (s *Store) splitLive(ctx context.Context, fwd model.Mapping, rows []shardsq
 // scanPairs reads every row of m on every shard, in batches, keeps those
 // that keep (nil: all) returns, and calls missing(row)
 // for each row whose mirror in other (to → from) does not exist.
-func (s *Store) scanPairs(ctx context.Context, m, other model.Mapping, checked *int, keep func([]shardsql.PairRow) ([]shardsql.PairRow, error), missing func(shardsql.PairRow) error) error {
+func (s *Repairs) scanPairs(ctx context.Context, m, other model.Mapping, checked *int, keep func([]shardsql.PairRow) ([]shardsql.PairRow, error), missing func(shardsql.PairRow) error) error {
 	const op = "store.Repair"
 	t := s.router.Current()
 	for n := range t.Len() {
@@ -156,7 +156,7 @@ func (s *Store) scanPairs(ctx context.Context, m, other model.Mapping, checked *
 
 // checkMirrors looks up the mirror (to → from) of every row in other, one
 // statement per shard, and reports the rows whose mirror is missing.
-func (s *Store) checkMirrors(ctx context.Context, t *topology.Topology, other model.Mapping, rows []shardsql.PairRow, missing func(shardsql.PairRow) error) error {
+func (s *Repairs) checkMirrors(ctx context.Context, t *topology.Topology, other model.Mapping, rows []shardsql.PairRow, missing func(shardsql.PairRow) error) error {
 	const op = "store.Repair"
 	byShard := map[int][]shardsql.PairRow{}
 	for _, r := range rows {

@@ -23,21 +23,21 @@ import (
 //     (Hosts).
 
 // startReplicas starts the tracker's polls under ctx.
-func (s *Store) startReplicas(ctx context.Context, wg *sync.WaitGroup) {
+func (s *core) startReplicas(ctx context.Context, wg *sync.WaitGroup) {
 	s.replicas = replicas.NewTracker(s.router, s.cfg.Replicas)
 	wg.Go(func() { s.replicas.Run(ctx) })
 }
 
 // reader is the pool a read of sh uses (replica hook).
-func (s *Store) reader(ctx context.Context, sh topology.Shard) replicas.Reader {
+func (s *core) reader(ctx context.Context, sh topology.Shard) replicas.Reader {
 	return s.replicas.Pick(ctx, sh.Host)
 }
 
 // hostReader is reader for a host.
-func (s *Store) hostReader(ctx context.Context, h *topology.Host) replicas.Reader {
+func (s *core) hostReader(ctx context.Context, h *topology.Host) replicas.Reader {
 	return s.replicas.Pick(ctx, h)
 }
 
 // Replicas is the tracker of the hosts' replicas: their lag, and whether
 // each master answers (the failover monitor reads it).
-func (s *Store) Replicas() *replicas.Tracker { return s.replicas }
+func (s *Ops) Replicas() *replicas.Tracker { return s.replicas }

@@ -20,7 +20,7 @@ import (
 // topology in force and its local id: a malformed id, an unknown type or a
 // shard outside the map is EInvalid; an id of a known type other than want
 // is ENotFound (the caller asked for a pin and there is no such pin).
-func (s *Store) route(op string, id uint64, want idcodec.Type) (topology.Shard, uint64, error) {
+func (s *core) route(op string, id uint64, want idcodec.Type) (topology.Shard, uint64, error) {
 	sh, local, err := s.router.Current().Route(id, want)
 	if err != nil {
 		return sh, 0, shardsql.Classify(op, "", err)
@@ -42,7 +42,7 @@ func notFound(op string, typ idcodec.Type) error {
 }
 
 // deadline bounds ctx by the query timeout unless the caller set a deadline.
-func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+func (s *core) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, func() {}
 	}
@@ -57,7 +57,7 @@ func (s *Store) deadline(ctx context.Context) (context.Context, context.CancelFu
 // EMoving after the buffer window. fn must use sh for its database name
 // only. The objects fn's statements changed lose their cached copies
 // before inTx returns (cache.go).
-func (s *Store) inTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
+func (s *core) inTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
 	sh, release, err := s.enterShard(ctx, op, sh.N)
 	if err != nil {
 		return err
@@ -68,7 +68,7 @@ func (s *Store) inTx(ctx context.Context, op string, sh topology.Shard, fn func(
 
 // txOn is inTx on a route the caller pinned (enterShard, enterShards) and
 // keeps pinned until txOn returns: it never waits in the write buffer.
-func (s *Store) txOn(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
+func (s *core) txOn(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
 	c, err := replicas.Begin(ctx, sh.Host) // replica hook: the commit's GTID goes into the request's token
@@ -109,7 +109,7 @@ func (s *Store) txOn(ctx context.Context, op string, sh topology.Shard, fn func(
 
 // enterShard pins the write route of shard n (topology.Router.EnterShard)
 // with the store's write buffer; background work (noBuffer) does not wait.
-func (s *Store) enterShard(ctx context.Context, op string, n int) (topology.Shard, func(), error) {
+func (s *core) enterShard(ctx context.Context, op string, n int) (topology.Shard, func(), error) {
 	sh, release, err := s.router.EnterShard(ctx, op, n, s.bufferWindow(ctx), s.cfg.WriteBufferMax)
 	if err != nil {
 		return sh, nil, shardsql.Classify(op, "", err)
@@ -121,7 +121,7 @@ func (s *Store) enterShard(ctx context.Context, op string, n int) (topology.Shar
 // nested in the other (topology.Router.EnterShards): both routes are pinned
 // in one topology before either transaction opens, so neither waits in the
 // write buffer holding the other's locks.
-func (s *Store) enterShards(ctx context.Context, op string, a, b int) (topology.Shard, topology.Shard, func(), error) {
+func (s *core) enterShards(ctx context.Context, op string, a, b int) (topology.Shard, topology.Shard, func(), error) {
 	sa, sb, release, err := s.router.EnterShards(ctx, op, a, b, s.bufferWindow(ctx), s.cfg.WriteBufferMax)
 	if err != nil {
 		return sa, sb, nil, shardsql.Classify(op, "", err)
@@ -130,7 +130,7 @@ func (s *Store) enterShards(ctx context.Context, op string, a, b int) (topology.
 }
 
 // bufferWindow is how long a write of ctx waits in the write buffer.
-func (s *Store) bufferWindow(ctx context.Context) time.Duration {
+func (s *core) bufferWindow(ctx context.Context) time.Duration {
 	if ctx.Value(noBufferKey{}) != nil {
 		return 0
 	}
@@ -150,12 +150,12 @@ func withoutBuffer(ctx context.Context) context.Context {
 // (shardsql.RetryDeadlock): for idempotent transactions, such as one side
 // of a pair or a feed write, which meet the fan-out's shared locks on
 // follow rows and each other's count rows.
-func (s *Store) inRetryTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
+func (s *core) inRetryTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
 	return shardsql.RetryDeadlock(func() error { return s.inTx(ctx, op, sh, fn) })
 }
 
 // retryTxOn is inRetryTx on a route the caller pinned (txOn).
-func (s *Store) retryTxOn(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
+func (s *core) retryTxOn(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
 	return shardsql.RetryDeadlock(func() error { return s.txOn(ctx, op, sh, fn) })
 }
 
@@ -190,7 +190,7 @@ func liveDoc(op string, typ idcodec.Type, r shardsql.Row, err error) (model.Doc,
 // (pointread), with the length of its list count when count is set: the
 // one way a request reads an object outside a transaction. A missing or
 // deleted object is ENotFound; a driver error is classified.
-func (s *Store) readPoint(ctx context.Context, op string, sh topology.Shard, typ idcodec.Type, local uint64, count model.Mapping) (*pointread.Read, error) {
+func (s *core) readPoint(ctx context.Context, op string, sh topology.Shard, typ idcodec.Type, local uint64, count model.Mapping) (*pointread.Read, error) {
 	r := &pointread.Read{DB: sh.DB, Type: typ, Local: local, Count: count}
 	err := s.reader(ctx, sh).Reads.Do(ctx, r) // replica hook
 	if errors.Is(err, sql.ErrNoRows) || err == nil && !r.Row.Flags.Active() {

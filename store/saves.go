@@ -32,6 +32,14 @@ type saveHooks struct {
 // save (the winner's row is then read) or was a deadlock victim.
 const saveAttempts = 4
 
+// Saves is saving a pin to a board (a repin): a new pin made by Objects'
+// create path, its saves pair settled like any pair (Lists).
+type Saves struct {
+	*core
+	pins  *Objects
+	lists *Lists
+}
+
 // SavePin saves the pin source to board: a new pin on board, owned by its
 // owner, with a copy of the source's link, description, image and data,
 // and saved_from = source; it joins the board's and owner's lists and
@@ -41,12 +49,12 @@ const saveAttempts = 4
 // secret board is ENotFound unless it is theirs. actor, when not 0, must
 // own board (EForbidden). ENotFound when the source or the board is not
 // live.
-func (s *Store) SavePin(ctx context.Context, source, board, actor uint64) (obj model.Object, created bool, err error) {
+func (s *Saves) SavePin(ctx context.Context, source, board, actor uint64) (obj model.Object, created bool, err error) {
 	const op = "store.SavePin"
 	if _, _, err := s.route(op, source, idcodec.TypePin); err != nil {
 		return model.Object{}, false, err
 	}
-	src, err := s.Get(ctx, source, idcodec.TypePin)
+	src, err := s.objectByID(ctx, source, idcodec.TypePin)
 	if err != nil {
 		return model.Object{}, false, err
 	}
@@ -89,7 +97,7 @@ func (s *Store) SavePin(ctx context.Context, source, board, actor uint64) (obj m
 	}
 	for range saveAttempts {
 		err = shardsql.RetryDeadlock(func() error {
-			obj, created, err = s.createPin(ctx, op, doc, actor, hooks)
+			obj, created, err = s.pins.createPin(ctx, op, doc, actor, hooks)
 			return err
 		})
 		if !shardsql.IsDuplicate(err) {
@@ -101,7 +109,7 @@ func (s *Store) SavePin(ctx context.Context, source, board, actor uint64) (obj m
 	}
 	// The source's saves list and count: a source deleted meanwhile leaves
 	// the save standing on its own (its saved_from names a pin that is gone).
-	if err := s.settle(ctx, op, shardsql.Pair{M: model.PinSavedFrom, From: obj.ID, To: source}); err != nil && !model.IsCode(err, model.ENotFound) {
+	if err := s.lists.settle(ctx, op, shardsql.Pair{M: model.PinSavedFrom, From: obj.ID, To: source}); err != nil && !model.IsCode(err, model.ENotFound) {
 		return obj, created, err
 	}
 	return obj, created, nil

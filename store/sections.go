@@ -26,6 +26,13 @@ import (
 //     deleting a board deletes its sections; deleting a pin takes it out
 //     of its section.
 
+// Sections is a board's sections: creating one, and putting a pin in a
+// section of its board or taking it out.
+type Sections struct {
+	*core
+	keys *Keys // a section's create runs under the request's key
+}
+
 // CreateSection places a new section on its board's shard, owned by the
 // board's owner and secret as the board is, last in the board's
 // board_sections, in one transaction that locks the board (so concurrent
@@ -33,7 +40,7 @@ import (
 // own the board: another user's secret board is ENotFound, a public one
 // EForbidden. EInvalid for a bad document; ENotFound when the board is not
 // live.
-func (s *Store) CreateSection(ctx context.Context, doc model.SectionDoc, actor uint64) (model.Object, error) {
+func (s *Sections) CreateSection(ctx context.Context, doc model.SectionDoc, actor uint64) (model.Object, error) {
 	const op = "store.CreateSection"
 	doc.Active = true
 	if err := doc.Validate(s.cfg.Limits); err != nil {
@@ -44,7 +51,7 @@ func (s *Store) CreateSection(ctx context.Context, doc model.SectionDoc, actor u
 		return model.Object{}, err
 	}
 	board := uint64(doc.BoardID)
-	obj, _, err := s.create(ctx, op, sh, nil, func(tx *shardsql.Tx) (model.Object, bool, error) {
+	obj, _, err := s.keys.create(ctx, op, sh, nil, func(tx *shardsql.Tx) (model.Object, bool, error) {
 		_, bd, err := readLive(ctx, tx, op, sh, idcodec.TypeBoard, boardLocal, shardsql.ForUpdate)
 		if err != nil {
 			return model.Object{}, false, err
@@ -88,7 +95,7 @@ func (s *Store) CreateSection(ctx context.Context, doc model.SectionDoc, actor u
 // document names the new one. Putting a pin where it already is changes
 // nothing (its version stays). ENotFound when the pin or the section is
 // not live; EInvalid when section is not a section of the pin's board.
-func (s *Store) SetPinSection(ctx context.Context, pin, section uint64) (model.Object, error) {
+func (s *Sections) SetPinSection(ctx context.Context, pin, section uint64) (model.Object, error) {
 	const op = "store.SetPinSection"
 	sh, local, err := s.route(op, pin, idcodec.TypePin)
 	if err != nil {

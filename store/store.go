@@ -3,6 +3,26 @@
 // method routes its IDs, owns its transaction, runs the statements of
 // package shardsql and turns driver errors into *model.Error.
 //
+// Store, what Open returns, is the sum of small parts, each a type with
+// one job, all on one shared core (core.go: the configuration, the router
+// and its pools, the caches; and the helpers that route an id, bound a
+// call and run a transaction: route.go, replicas.go, cache.go). The generic parts
+// follow the declarations of package model; the product rules sit on
+// them as parts of their own:
+//
+//	Objects    create, get, update, delete any object; pin owners (objects.go, delete.go, owners.go)
+//	Lists      pages, counts, membership, moves; two-sided pairs (lists.go, edgecache.go, pairs.go)
+//	Feeds      the hybrid home feed on top of follows and pins (feed.go, feedpull.go)
+//	Usernames  users with unique names: create, look-up, index repair (usernames.go)
+//	Saves      repins: a pin made by Objects, a pair kept by Lists (saves.go)
+//	Sections   a board's sections and a pin's place in one (sections.go)
+//	Keys       idempotency keys every create runs under (idempotency.go)
+//	Repairs    what dead servers left: the mark sweep, the pair check (heal.go, repair.go)
+//	Ops        the map in force, hosts, readiness, migrations (ops.go, migrate.go)
+//
+// A part that builds on another names it in a field (newStore wires them
+// once), so which rule rides on which is read from the types.
+//
 // A request reads as its path through the packages below this one:
 //
 //	idcodec     ID → shard, type, local id
@@ -46,14 +66,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/pinstore/pinstore/internal/metrics"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/edgeread"
 	"github.com/pinstore/pinstore/store/fanout"
-	"github.com/pinstore/pinstore/store/objcache"
-	"github.com/pinstore/pinstore/store/ownercache"
 	"github.com/pinstore/pinstore/store/pointread"
 	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardmap"
@@ -128,22 +145,21 @@ const defaultFeedBackfill = 1000
 // costs each of their followers' feed pages one more index range scan.
 const DefaultFeedPullThreshold = 10000
 
-// Store is the sharded object and mapping store. It is safe for concurrent
-// use; the shard map it routes by can be replaced while it runs (Router).
+// Store is the sharded object and mapping store: what Open returns and
+// the api calls. Its methods are its parts' (see the package doc); it
+// adds only Close. It is safe for concurrent use; the shard map it routes
+// by can be replaced while it runs (Router).
 type Store struct {
-	cfg       Config
-	log       *slog.Logger
-	router    *topology.Router
-	cursor    cursorCodec
-	feed      *fanout.Fanout
-	readStats *pointread.Stats
-	edges     edgeQueues // edge checks coalesced per pool (edges.go)
-
-	redis      redis.UniversalClient // nil when the cache is disabled
-	ownerCache *ownercache.Cache
-	owners     *ownercache.Guard // nil when the cache is disabled
-	objects    *objectCache      // off when Redis or the object cache is disabled
-	replicas   *replicas.Tracker // replica lag and the pool each read uses (replicas.go)
+	*core
+	*Objects
+	*Lists
+	*Feeds
+	*Usernames
+	*Saves
+	*Sections
+	*Keys
+	*Repairs
+	*Ops
 
 	stop context.CancelFunc // stops the background loops
 	done chan struct{}      // closed when they have stopped
@@ -182,7 +198,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		_, _ = rand.Read(cfg.CursorSecret)
 		cfg.Logger.Warn("PINSTORE_CURSOR_SECRET is not set: list cursors are signed with a random key and stop working when this process restarts")
 	}
-	s := &Store{cfg: cfg, log: cfg.Logger, cursor: cursorCodec{key: cfg.CursorSecret}, readStats: pointread.NewStats(cfg.Registerer)}
+	c := &core{cfg: cfg, log: cfg.Logger, cursor: cursorCodec{key: cfg.CursorSecret}, readStats: pointread.NewStats(cfg.Registerer)}
+	s := newStore(c)
 	s.edges.cfg = edgeread.Config{Lanes: cfg.PointReadLanes, Timeout: cfg.QueryTimeout, Stats: edgeread.NewStats(cfg.Registerer)}
 	var err error
 	s.router, err = topology.New(cfg.Map, topology.Config{
@@ -228,6 +245,26 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// newStore wires the parts of the store on c, each given the parts it
+// calls.
+func newStore(c *core) *Store {
+	keys, feeds := &Keys{c}, &Feeds{c}
+	usernames, lists := &Usernames{c, keys}, &Lists{c, feeds}
+	objects := &Objects{core: c, keys: keys, feeds: feeds, lists: lists, usernames: usernames}
+	return &Store{
+		core:      c,
+		Ops:       &Ops{c},
+		Keys:      keys,
+		Feeds:     feeds,
+		Usernames: usernames,
+		Lists:     lists,
+		Objects:   objects,
+		Saves:     &Saves{c, objects, lists},
+		Sections:  &Sections{c, keys},
+		Repairs:   &Repairs{core: c, keys: keys, objs: objects, lists: lists, usernames: usernames},
+	}
+}
+
 // Close finishes the queued feed fan-out (giving it one last try), then
 // closes every pool and the Redis client.
 func (s *Store) Close() error {
@@ -240,75 +277,4 @@ func (s *Store) Close() error {
 		errs = append(errs, s.redis.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// Router is the shard map in force with its pools: reload it (Reload,
-// ReloadFile, Watch) while the store runs.
-func (s *Store) Router() *topology.Router { return s.router }
-
-// Map returns the shard map in force.
-func (s *Store) Map() *shardmap.Map { return s.router.Map() }
-
-// FeedBacklog is the number of pins whose feed fan-out has not been
-// written yet (queued, running, or waiting for a host to come back).
-func (s *Store) FeedBacklog() int64 { return s.feed.Backlog() }
-
-// SweepFeedOutbox queues the fan-out of every pin whose feed_outbox row is
-// older than olderThan and returns how many it queued (fanout.Sweep).
-func (s *Store) SweepFeedOutbox(ctx context.Context, olderThan time.Duration) (int, error) {
-	return s.feed.Sweep(ctx, olderThan)
-}
-
-// openCache connects the owner cache. A Redis that is down is not an
-// error (the store answers from MySQL meanwhile); a reachable Redis whose
-// listpack limit is below the bucket size is warned about.
-func (s *Store) openCache(ctx context.Context) {
-	rc := s.cfg.Redis
-	if rc.Disabled {
-		return
-	}
-	if rc.Timeout <= 0 {
-		rc.Timeout = 200 * time.Millisecond // a 1,000-pin pipeline under load needs more than 50ms
-	}
-	poolSize := s.cfg.PoolSize
-	if poolSize <= 0 {
-		poolSize = 64
-	}
-	s.redis = redis.NewUniversalClient(&redis.UniversalOptions{
-		Addrs:                 rc.Addrs,
-		IsClusterMode:         rc.Cluster,
-		Password:              rc.Password,
-		DialTimeout:           200 * time.Millisecond,
-		ReadTimeout:           rc.Timeout,
-		WriteTimeout:          rc.Timeout,
-		ContextTimeoutEnabled: true,
-		DialerRetries:         1,
-		MaxRetries:            -1,
-		PoolSize:              poolSize,
-	})
-	s.ownerCache = ownercache.New(s.redis, ownercache.Options{
-		Prefix:     rc.Prefix,
-		Timeout:    rc.Timeout,
-		Logger:     s.log,
-		Registerer: s.cfg.Registerer,
-	})
-	s.owners = ownercache.NewGuard(s.ownerCache)
-	if !s.cfg.ObjectCache.Disabled {
-		s.objects = newObjectCache(objcache.New(s.redis, objcache.Options{
-			Prefix:     s.cfg.ObjectCache.Prefix,
-			TTL:        s.cfg.ObjectCache.TTL,
-			Timeout:    rc.Timeout,
-			Logger:     s.log,
-			Registerer: s.cfg.Registerer,
-		}), s.cfg.Registerer)
-	}
-	c, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	warning, err := ownercache.CheckConfig(c, s.redis, ownercache.BucketSize)
-	switch {
-	case err != nil:
-		s.log.Warn("redis is not answering; owner look-ups go to MySQL until it is back", "err", err.Error())
-	case warning != "":
-		s.log.Warn(warning)
-	}
 }

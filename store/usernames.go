@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"hash/fnv"
 	"strconv"
 	"strings"
@@ -34,6 +36,14 @@ import (
 // otherwise (no one ever saw it). So a name is never blocked for good by
 // a dead creator, and no visible user is without its name.
 
+// Usernames is the user side of the product: creating a user with its
+// unique name, finding a user by name, and repairing the name index.
+// Update and Delete of a user claim and release names through it.
+type Usernames struct {
+	*core
+	keys *Keys // a user's create runs under the request's key
+}
+
 // userClaimGrace is how old a pending user must be before a sweep
 // finishes it (a live create finishes its own in milliseconds).
 const userClaimGrace = 5 * time.Second
@@ -59,7 +69,7 @@ func errTaken(op, name string) error {
 // and claims its username (see above). EUsernameTaken when another user holds
 // the name, in any case; EInvalid or ETooLarge when the document does not
 // validate.
-func (s *Store) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object, error) {
+func (s *Usernames) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object, error) {
 	const op = "store.CreateUser"
 	doc.Active = true
 	b, err := s.encodeDoc(op, &doc)
@@ -73,9 +83,9 @@ func (s *Store) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object
 		return model.Object{}, err
 	}
 	key := usernameKey(doc.Username)
-	sh := s.userShard(ctx)
+	sh := s.keys.userShard(ctx)
 	var obj model.Object
-	err = s.keyed(ctx, op, sh, func(kc *keyClaim) error {
+	err = s.keys.keyed(ctx, op, sh, func(kc *keyClaim) error {
 		if kc != nil && kc.prior != 0 { // a dead claimant's user: finish it
 			o, done, err := s.resumeUser(ctx, op, kc)
 			if err != nil || done {
@@ -134,7 +144,7 @@ func (s *Store) CreateUser(ctx context.Context, doc model.UserDoc) (model.Object
 // whether its holder still counts: locking first, or in the insert's
 // transaction, makes concurrent claimants deadlock on the gap or on the
 // row's shared locks.
-func (s *Store) claimUsername(ctx context.Context, op, key string, user uint64) error {
+func (s *Usernames) claimUsername(ctx context.Context, op, key string, user uint64) error {
 	n := usernameShard(s.router.Current(), key).N
 	for range 3 {
 		sh, release, err := s.enterShard(ctx, op, n)
@@ -186,7 +196,7 @@ func (s *Store) claimUsername(ctx context.Context, op, key string, user uint64) 
 // transaction is changing right now (a rename claims its new name before
 // it commits) counts as holding it: the read does not wait for that
 // transaction, which may itself be waiting for this claim's row.
-func (s *Store) holds(ctx context.Context, op string, user uint64, key string) (bool, error) {
+func (s *Usernames) holds(ctx context.Context, op string, user uint64, key string) (bool, error) {
 	sh, local, err := s.route(op, user, idcodec.TypeUser)
 	if model.IsCode(err, model.ENotFound) || model.IsCode(err, model.EInvalid) {
 		return false, nil // not a user id this map routes: the row counts for nothing
@@ -219,7 +229,7 @@ func (s *Store) holds(ctx context.Context, op string, user uint64, key string) (
 
 // activateUser makes a claimed user visible: its live document, still at
 // version 1, and no pending row. A user no longer pending is left alone.
-func (s *Store) activateUser(ctx context.Context, op string, user uint64, live []byte) error {
+func (s *Usernames) activateUser(ctx context.Context, op string, user uint64, live []byte) error {
 	return s.endPending(ctx, op, user, func(tx *shardsql.Tx, sh topology.Shard, local uint64) error {
 		return shardsql.SetDoc(ctx, tx, sh.DB, idcodec.TypeUser, local, live)
 	})
@@ -227,7 +237,7 @@ func (s *Store) activateUser(ctx context.Context, op string, user uint64, live [
 
 // dropUser deletes a pending user outright (it was never visible) and its
 // pending row. A user no longer pending is left alone.
-func (s *Store) dropUser(ctx context.Context, op string, user uint64) error {
+func (s *Usernames) dropUser(ctx context.Context, op string, user uint64) error {
 	return s.endPending(ctx, op, user, func(tx *shardsql.Tx, sh topology.Shard, local uint64) error {
 		return shardsql.DeleteObjectRow(ctx, tx, sh.DB, idcodec.TypeUser, local)
 	})
@@ -236,7 +246,7 @@ func (s *Store) dropUser(ctx context.Context, op string, user uint64) error {
 // endPending deletes a pending user's user_claims row and, in the same
 // transaction, does then to the user; a user no longer pending (another
 // server finished it) is left alone.
-func (s *Store) endPending(ctx context.Context, op string, user uint64, then func(tx *shardsql.Tx, sh topology.Shard, local uint64) error) error {
+func (s *Usernames) endPending(ctx context.Context, op string, user uint64, then func(tx *shardsql.Tx, sh topology.Shard, local uint64) error) error {
 	sh, local, err := s.route(op, user, idcodec.TypeUser)
 	if err != nil {
 		return err
@@ -252,7 +262,7 @@ func (s *Store) endPending(ctx context.Context, op string, user uint64, then fun
 
 // finishUser settles a user whose create did not finish: it claims the
 // name if it can (or holds it already) and becomes visible, or is dropped.
-func (s *Store) finishUser(ctx context.Context, op string, c shardsql.UserClaim) error {
+func (s *Usernames) finishUser(ctx context.Context, op string, c shardsql.UserClaim) error {
 	err := s.claimUsername(ctx, op, c.Key, c.User)
 	if model.IsCode(err, model.EUsernameTaken) {
 		return s.dropUser(ctx, op, c.User)
@@ -283,7 +293,7 @@ func (s *Store) finishUser(ctx context.Context, op string, c shardsql.UserClaim)
 // releaseUsername deletes the index row of key if it still names user (a
 // rename or delete that committed); a failure leaves a row that no longer
 // counts.
-func (s *Store) releaseUsername(ctx context.Context, op, key string, user uint64) {
+func (s *Usernames) releaseUsername(ctx context.Context, op, key string, user uint64) {
 	sh := usernameShard(s.router.Current(), key)
 	err := s.inRetryTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 		return shardsql.ReleaseUsername(ctx, tx, sh.DB, key, user)
@@ -296,7 +306,7 @@ func (s *Store) releaseUsername(ctx context.Context, op, key string, user uint64
 // GetUserByUsername returns the live user named name (in any case): one
 // read of the name's index row, then the user. ENotFound when no live
 // user has the name; EInvalid when name cannot be a username.
-func (s *Store) GetUserByUsername(ctx context.Context, name string) (model.Object, error) {
+func (s *Usernames) GetUserByUsername(ctx context.Context, name string) (model.Object, error) {
 	const op = "store.GetUserByUsername"
 	if err := (&model.UserDoc{Username: name}).Validate(s.cfg.Limits); err != nil {
 		return model.Object{}, model.Wrap(op, model.EInvalid, "not a username: "+model.ErrorMessage(err), nil)
@@ -312,7 +322,7 @@ func (s *Store) GetUserByUsername(ctx context.Context, name string) (model.Objec
 	if holder == 0 || idcodec.TypeOf(holder) != idcodec.TypeUser {
 		return model.Object{}, model.Wrap(op, model.ENotFound, "no user is called "+model.QuoteInput(name), nil)
 	}
-	o, err := s.Get(ctx, holder, idcodec.TypeUser)
+	o, err := s.objectByID(ctx, holder, idcodec.TypeUser)
 	if model.IsCode(err, model.ENotFound) || model.IsCode(err, model.EInvalid) {
 		return model.Object{}, model.Wrap(op, model.ENotFound, "no user is called "+model.QuoteInput(name), nil)
 	}
@@ -353,7 +363,7 @@ type UsernameCollision struct {
 // this way, oldest shard first), reports names that several live users
 // carry instead of dropping one, and removes rows that no longer count.
 // With dryRun it only counts. It is safe while clients write.
-func (s *Store) RepairUsernames(ctx context.Context, dryRun bool) (UsernameReport, error) {
+func (s *Usernames) RepairUsernames(ctx context.Context, dryRun bool) (UsernameReport, error) {
 	const op = "store.RepairUsernames"
 	rep := UsernameReport{Collisions: []UsernameCollision{}}
 	t := s.router.Current()
@@ -419,7 +429,7 @@ func (s *Store) RepairUsernames(ctx context.Context, dryRun bool) (UsernameRepor
 }
 
 // repairUsername checks one user row's claim on its name.
-func (s *Store) repairUsername(ctx context.Context, op string, sh topology.Shard, u shardsql.Row, dryRun bool, rep *UsernameReport, collided map[string]int) error {
+func (s *Usernames) repairUsername(ctx context.Context, op string, sh topology.Shard, u shardsql.Row, dryRun bool, rep *UsernameReport, collided map[string]int) error {
 	if !u.Flags.Active() {
 		return nil
 	}
@@ -464,4 +474,41 @@ func (s *Store) repairUsername(ctx context.Context, op string, sh topology.Shard
 		return nil
 	}
 	return err
+}
+
+// resumeUser finishes the user a dead claimant of kc made (kc.prior):
+// it settles the user as the sweep would, and when the user exists,
+// completes the key with it and returns it with done true. A user that
+// was dropped (its name was taken) leaves the create to run anew.
+func (s *Usernames) resumeUser(ctx context.Context, op string, kc *keyClaim) (model.Object, bool, error) {
+	sh, local, err := s.route(op, kc.prior, idcodec.TypeUser)
+	if err != nil || sh.DB != kc.target.DB {
+		return model.Object{}, false, nil // not a user of this shard: make a new one
+	}
+	_, pending, err := shardsql.UserState(ctx, sh.Host.DB, sh.DB, local, shardsql.NoLock)
+	if errors.Is(err, sql.ErrNoRows) {
+		return model.Object{}, false, nil
+	}
+	if err != nil {
+		return model.Object{}, false, classify(op, sh, err)
+	}
+	if pending != "" {
+		if err := s.finishUser(ctx, op, shardsql.UserClaim{User: kc.prior, Key: pending}); err != nil {
+			return model.Object{}, false, err
+		}
+	}
+	var obj model.Object
+	found := false
+	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+		r, err := shardsql.ReadObject(ctx, tx, sh.DB, idcodec.TypeUser, local, shardsql.NoLock)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // dropped: its name was taken
+		}
+		if err != nil {
+			return err
+		}
+		found, obj = true, r.Object(sh.DB, idcodec.TypeUser)
+		return kc.record(ctx, tx, op, model.Outcome{Object: obj, Created: true})
+	})
+	return obj, found && err == nil, err
 }

@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pinstore/pinstore/store/fanout"
+	"github.com/pinstore/pinstore/store/objcache"
+	"github.com/pinstore/pinstore/store/ownercache"
+	"github.com/pinstore/pinstore/store/pointread"
+	"github.com/pinstore/pinstore/store/replicas"
+	"github.com/pinstore/pinstore/store/topology"
+)
+
+// core is what every part of the store shares: the configuration, the
+// router and its pools, the caches and the helpers that route an id, bound
+// a call and run a transaction (route.go, replicas.go, cache.go).
+type core struct {
+	cfg       Config
+	log       *slog.Logger
+	router    *topology.Router
+	cursor    cursorCodec
+	feed      *fanout.Fanout
+	readStats *pointread.Stats
+	edges     edgeQueues // edge checks coalesced per pool (edges.go)
+
+	redis      redis.UniversalClient // nil when the cache is disabled
+	ownerCache *ownercache.Cache
+	owners     *ownercache.Guard // nil when the cache is disabled
+	objects    *objectCache      // off when Redis or the object cache is disabled
+	replicas   *replicas.Tracker // replica lag and the pool each read uses (replicas.go)
+}
+
+// openCache connects the owner cache. A Redis that is down is not an
+// error (the store answers from MySQL meanwhile); a reachable Redis whose
+// listpack limit is below the bucket size is warned about.
+func (s *core) openCache(ctx context.Context) {
+	rc := s.cfg.Redis
+	if rc.Disabled {
+		return
+	}
+	if rc.Timeout <= 0 {
+		rc.Timeout = 200 * time.Millisecond // a 1,000-pin pipeline under load needs more than 50ms
+	}
+	poolSize := s.cfg.PoolSize
+	if poolSize <= 0 {
+		poolSize = 64
+	}
+	s.redis = redis.NewUniversalClient(&redis.UniversalOptions{
+		Addrs:                 rc.Addrs,
+		IsClusterMode:         rc.Cluster,
+		Password:              rc.Password,
+		DialTimeout:           200 * time.Millisecond,
+		ReadTimeout:           rc.Timeout,
+		WriteTimeout:          rc.Timeout,
+		ContextTimeoutEnabled: true,
+		DialerRetries:         1,
+		MaxRetries:            -1,
+		PoolSize:              poolSize,
+	})
+	s.ownerCache = ownercache.New(s.redis, ownercache.Options{
+		Prefix:     rc.Prefix,
+		Timeout:    rc.Timeout,
+		Logger:     s.log,
+		Registerer: s.cfg.Registerer,
+	})
+	s.owners = ownercache.NewGuard(s.ownerCache)
+	if !s.cfg.ObjectCache.Disabled {
+		s.objects = newObjectCache(objcache.New(s.redis, objcache.Options{
+			Prefix:     s.cfg.ObjectCache.Prefix,
+			TTL:        s.cfg.ObjectCache.TTL,
+			Timeout:    rc.Timeout,
+			Logger:     s.log,
+			Registerer: s.cfg.Registerer,
+		}), s.cfg.Registerer)
+	}
+	c, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	warning, err := ownercache.CheckConfig(c, s.redis, ownercache.BucketSize)
+	switch {
+	case err != nil:
+		s.log.Warn("redis is not answering; owner look-ups go to MySQL until it is back", "err", err.Error())
+	case warning != "":
+		s.log.Warn(warning)
+	}
+}
