@@ -45,7 +45,6 @@ var protocol = []struct {
 	{"CoalescedReadsAnswerEachCaller", testCoalescedReadsAnswerEachCaller},
 	{"EdgesFillUnderTheirGeneration", testEdgesFillUnderTheirGeneration}, // edges_test.go
 	{"EdgesGoWithTheirObject", testEdgesGoWithTheirObject},
-	{"EdgesWithTheirTargets", testEdgesWithTheirTargets},
 	{"CoalescedEdgeReadsAnswerEachCaller", testCoalescedEdgeReadsAnswerEachCaller},
 }
 
