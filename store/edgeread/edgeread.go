@@ -15,7 +15,6 @@ package edgeread
 
 import (
 	"context"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,7 +25,7 @@ import (
 
 // DefaultLanes is the statements of checks out to a host at once when
 // Config.Lanes is not set.
-const DefaultLanes = 2
+const DefaultLanes = lanes.DefaultLanes
 
 // maxBatch bounds the checks of one statement.
 const maxBatch = 64
@@ -40,12 +39,9 @@ type Check struct {
 	err error
 }
 
-// Config tunes every host's queue.
-type Config struct {
-	Lanes   int           // statements out to a host at once; default DefaultLanes
-	Timeout time.Duration // deadline of a batch statement, which serves many callers; default 5s
-	Stats   *Stats        // counters shared by every host; nil counts nothing
-}
+// Config tunes every host's queue: lanes, batch deadline, counters, the
+// shape pointread's queues take too.
+type Config = lanes.Tuning
 
 // Queue is one host's edge checks.
 type Queue struct {
@@ -54,14 +50,10 @@ type Queue struct {
 
 // NewQueue returns the queue of the host behind db.
 func NewQueue(db *sqlx.DB, cfg Config) *Queue {
-	if cfg.Lanes <= 0 {
-		cfg.Lanes = DefaultLanes
-	}
-	return &Queue{lanes: lanes.New(lanes.Config{Lanes: cfg.Lanes, Timeout: cfg.Timeout, MaxBatch: maxBatch}, lanes.Ops[*Check]{
+	return &Queue{lanes: lanes.NewTuned(cfg, maxBatch, lanes.Ops[*Check]{
 		Alone: func(ctx context.Context, c *Check) { c.runAlone(ctx, db) },
 		Batch: func(ctx context.Context, cs []*Check) error { return runBatch(ctx, db, cs) },
 		Fail:  func(c *Check, err error) { c.Found, c.err = nil, err },
-		Count: cfg.Stats.Count,
 	})}
 }
 

@@ -15,7 +15,6 @@ package pointread
 import (
 	"context"
 	"database/sql"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,7 +27,7 @@ import (
 
 // DefaultLanes is the statements of reads out to a host at once when
 // Config.Lanes is not set.
-const DefaultLanes = 2
+const DefaultLanes = lanes.DefaultLanes
 
 // maxBatch bounds the reads of one statement.
 const maxBatch = 100
@@ -49,12 +48,9 @@ type Read struct {
 	err error // sql.ErrNoRows when there is no such row
 }
 
-// Config tunes every host's queue.
-type Config struct {
-	Lanes   int           // statements out to a host at once; default DefaultLanes
-	Timeout time.Duration // deadline of a batch statement, which serves many callers; default 5s
-	Stats   *Stats        // counters shared by every host; nil counts nothing
-}
+// Config tunes every host's queue: lanes, batch deadline, counters, the
+// shape edgeread's queues take too.
+type Config = lanes.Tuning
 
 // Queue is one host's reads by id.
 type Queue struct {
@@ -63,14 +59,10 @@ type Queue struct {
 
 // NewQueue returns the queue of the host behind db.
 func NewQueue(db *sqlx.DB, cfg Config) *Queue {
-	if cfg.Lanes <= 0 {
-		cfg.Lanes = DefaultLanes
-	}
-	return &Queue{lanes: lanes.New(lanes.Config{Lanes: cfg.Lanes, Timeout: cfg.Timeout, MaxBatch: maxBatch}, lanes.Ops[*Read]{
+	return &Queue{lanes: lanes.NewTuned(cfg, maxBatch, lanes.Ops[*Read]{
 		Alone: func(ctx context.Context, r *Read) { r.readAlone(ctx, db) },
 		Batch: func(ctx context.Context, rs []*Read) error { return readBatch(ctx, db, rs) },
 		Fail:  func(r *Read, err error) { r.err = err },
-		Count: cfg.Stats.Count,
 	})}
 }
 
