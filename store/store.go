@@ -198,14 +198,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		_, _ = rand.Read(cfg.CursorSecret)
 		cfg.Logger.Warn("PINSTORE_CURSOR_SECRET is not set: list cursors are signed with a random key and stop working when this process restarts")
 	}
-	c := &core{cfg: cfg, log: cfg.Logger, cursor: cursorCodec{key: cfg.CursorSecret}, readStats: pointread.NewStats(cfg.Registerer)}
+	c := &core{cfg: cfg, log: cfg.Logger, cursor: cursorCodec{key: cfg.CursorSecret},
+		readStats: pointread.NewStats(cfg.Registerer), edgeStats: edgeread.NewStats(cfg.Registerer)}
 	s := newStore(c)
-	s.edges.cfg = edgeread.Config{Lanes: cfg.PointReadLanes, Timeout: cfg.QueryTimeout, Stats: edgeread.NewStats(cfg.Registerer)}
 	var err error
 	s.router, err = topology.New(cfg.Map, topology.Config{
 		MapFile:  cfg.MapFile,
 		PoolSize: cfg.PoolSize,
 		Reads:    pointread.Config{Lanes: cfg.PointReadLanes, Timeout: cfg.QueryTimeout, Stats: s.readStats},
+		Edges:    edgeread.Config{Lanes: cfg.PointReadLanes, Timeout: cfg.QueryTimeout, Stats: s.edgeStats},
 		Logger:   cfg.Logger,
 
 		ReplicaReads: cfg.ReplicaReads,

@@ -86,7 +86,8 @@ func TestReloadKeepsPools(t *testing.T) {
 	}
 	s0, _ := r.Current().Shard(0)
 	s7, _ := r.Current().Shard(7)
-	if s0.Host.Name != "b" || s7.Host.DB != a0.Host.DB || s7.Host.Reads != a0.Host.Reads {
+	if s0.Host.Name != "b" || s7.Host.DB != a0.Host.DB || s7.Host.Reads != a0.Host.Reads ||
+		s7.Host.Edges == nil || s7.Host.Edges != a0.Host.Edges {
 		t.Fatalf("after the reload: shard 0 on %s, shard 7's pool kept: %v", s0.Host.Name, s7.Host.DB == a0.Host.DB)
 	}
 	if len(r.pools) != 2 {
