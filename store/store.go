@@ -27,9 +27,11 @@
 //
 //	idcodec     ID → shard, type, local id
 //	shardmap    the map file: shard → range → host (pure)
-//	topology    the map in force: shard → host pool and database dbNNNNN
+//	topology    the map in force: shard → host pool (with its read queues) and database dbNNNNN
 //	shardsql    the statements of one shard database
-//	pointread   reads by id coalesced per host
+//	pointread   reads by id coalesced per pool
+//	edgeread    edge checks (HasMany) coalesced per pool
+//	lanes       the lanes and queue, and their tuning, both of those share
 //	replicas    replica lag, the pool a read uses, consistency tokens
 //	fanout      the feed fan-out workers and the outbox sweep
 //	ownercache  the Redis pin → owner hashes
@@ -87,7 +89,7 @@ type Config struct {
 	Limits         model.Limits   // document limits
 	MaxDocBytes    int            // stored document limit; default 16 KiB
 	PoolSize       int            // max open connections per host; default 64
-	PointReadLanes int            // reads by id out to a host at once before they are batched (pointread); default 2
+	PointReadLanes int            // reads by id, and edge checks, out to a host at once before they are batched (pointread, edgeread); default 2
 	QueryTimeout   time.Duration  // per-statement deadline when the caller set none; default 5s
 	FeedBackfill   int            // a followee's newest pins a follow copies into the feed; default 1000
 	FeedSweep      time.Duration  // redo fan-out left in feed_outbox: at Open, then this often; 0 = never (tools)

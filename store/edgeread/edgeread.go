@@ -2,9 +2,11 @@
 // user's list?) on one MySQL host, the way pointread coalesces reads by
 // id, through package lanes.
 //
-// A Queue serves one host. At most Lanes statements of checks are out to
-// the host at once; a check that finds a lane free goes alone and at once,
-// so a lightly loaded server never waits. Checks that arrive while every
+// A Queue serves one host: one pool, which carries it beside its queue of
+// reads by id (topology.Pool), so both are made, tuned (Config, the same
+// lanes.Tuning) and kept with the pool. At most Lanes statements of
+// checks are out to the host at once; a check that finds a lane free goes
+// alone and at once, so a lightly loaded server never waits. Checks that arrive while every
 // lane is busy queue, and when a lane comes free the whole queue (up to
 // maxBatch) goes as one statement (shardsql.ListedAmongEach). A check that
 // joins a queue joins a statement not yet sent, so what it reads is never

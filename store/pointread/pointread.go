@@ -1,6 +1,7 @@
 // Package pointread coalesces reads of one object by id on one MySQL host.
 //
-// A Queue serves one host. At most Lanes statements of reads are out to
+// A Queue serves one host: one pool, which carries it beside its queue of
+// edge checks (topology.Pool). At most Lanes statements of reads are out to
 // the host at once; a read that finds a lane free goes alone and at once,
 // so a lightly loaded server never waits. Reads that arrive while every
 // lane is busy queue, and when a lane comes free the whole queue (up to

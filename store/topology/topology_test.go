@@ -196,3 +196,37 @@ func TestWatch(t *testing.T) {
 		t.Fatal("a bad file changed the map in force")
 	}
 }
+
+// Every pool, master or replica, carries a queue of reads by id and one of
+// edge checks of its own, made with the pool: a read never coalesces
+// with reads sent to another server.
+func TestPoolsCarryTheirQueues(t *testing.T) {
+	const dsnC = "root@tcp(127.0.0.1:3)/"
+	text := fmt.Sprintf("shards: 8\ndb_prefix: tp\nhosts:\n  a: {master: %q}\n  b: {master: %q, replicas: [%q]}\nranges:\n  - {shards: 0-3, host: a}\n  - {shards: 4-7, host: b}\n", dsnA, dsnB, dsnC)
+	m, err := shardmap.Parse([]byte(text), shardmap.DefaultShards, shardmap.DefaultDBPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(m, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	a, _ := r.Current().Shard(0)
+	b, _ := r.Current().Shard(7)
+	if len(b.Host.Replicas) != 1 {
+		t.Fatalf("b has %d replicas", len(b.Host.Replicas))
+	}
+	rep := b.Host.Replicas[0]
+	for _, p := range []Pool{a.Host.Pool, b.Host.Pool, rep.Pool} {
+		if p.DB == nil || p.Reads == nil || p.Edges == nil {
+			t.Fatalf("a pool without its queues: %+v", p)
+		}
+	}
+	if a.Host.Edges == b.Host.Edges || b.Host.Edges == rep.Edges || a.Host.Reads == b.Host.Reads || b.Host.Reads == rep.Reads {
+		t.Fatal("two servers share a queue")
+	}
+	if r.pools[dsnC] != rep.Pool || len(r.pools) != 3 {
+		t.Fatalf("%d pools for 3 servers, the replica's kept: %v", len(r.pools), r.pools[dsnC] == rep.Pool)
+	}
+}
