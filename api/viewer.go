@@ -20,6 +20,11 @@ type EdgeReader interface {
 	// holds it: from the edge cache where it answers, else with one
 	// statement on from's shard. ENotFound when from is not live.
 	HasMany(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error)
+	// HasManyObjects is HasMany that also returns, read with the edges
+	// where it can, some of the objects of the edges found as a read by
+	// id returns them (live); the objects of the other edges found are
+	// the caller's to read.
+	HasManyObjects(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, []model.Object, error)
 }
 
 // hasEdge: GET /v1/users/{id}/likes/{pin_id} and …/following/{target_id}:
@@ -138,32 +143,62 @@ func (s *Server) page(ctx context.Context, v viewer, objs []model.Object, next s
 // user may see its object: never one to an object that is gone (its
 // removal from the list may still be on its way, store.Delete), nor one to
 // another user's secret pin. The objects of the edges found are read as
-// any read by id is (the object cache), the one the guard already read
-// for the path (seen) not again; an edge not found needs no object read.
+// any read by id is (the object cache): with the edges when the store
+// can (HasManyObjects), and the one the guard already read for the path
+// (seen) not again; an edge not found needs no object read.
 func (s *Server) visibleEdges(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error) {
-	has, err := s.edges.HasMany(ctx, m, from, tos)
+	var has []bool
+	var objs []model.Object
+	var err error
+	if allSeen(ctx, m, tos) { // nothing for the store to read but the edges
+		has, err = s.edges.HasMany(ctx, m, from, tos)
+	} else {
+		has, objs, err = s.edges.HasManyObjects(ctx, m, from, tos)
+	}
 	if err != nil {
 		return nil, err
 	}
-	// The guard found the objects it read (seen) live and visible.
-	guarded := func(id uint64) bool { o, ok := seen(ctx, id); return ok && o.Type == m.To() }
-	var read []uint64
+	viewer := actor(ctx)
+	// shown: whether the caller may see the object of an edge found, for
+	// the objects known: those the store read with the edges, and those
+	// the guard read for the path (seen), which it found live and visible.
+	shown := make(map[uint64]bool, len(objs)+1)
+	for _, o := range objs {
+		shown[o.ID] = visibleTo(o, viewer)
+	}
+	var unread []uint64
 	for i, to := range tos {
-		if has[i] && !guarded(to) {
-			read = append(read, to)
+		if !has[i] {
+			continue
+		}
+		if o, ok := seen(ctx, to); ok && o.Type == m.To() {
+			shown[to] = true
+		} else if _, ok := shown[to]; !ok {
+			unread = append(unread, to)
 		}
 	}
-	if len(read) == 0 {
-		return has, nil
-	}
-	shown, err := s.visibleIDs(ctx, read, m.To(), actor(ctx))
-	if err != nil {
-		return nil, err
+	if len(unread) > 0 {
+		more, err := s.visibleIDs(ctx, unread, m.To(), viewer)
+		if err != nil {
+			return nil, err
+		}
+		for _, id := range unread {
+			shown[id] = more[id]
+		}
 	}
 	for i, to := range tos {
-		if has[i] && !guarded(to) {
-			has[i] = shown[to]
-		}
+		has[i] = has[i] && shown[to]
 	}
 	return has, nil
+}
+
+// allSeen reports whether the guard read every one of tos for the path
+// (seen), as objects of m's type.
+func allSeen(ctx context.Context, m model.Mapping, tos []uint64) bool {
+	for _, to := range tos {
+		if o, ok := seen(ctx, to); !ok || o.Type != m.To() {
+			return false
+		}
+	}
+	return true
 }

@@ -59,24 +59,58 @@ func (s *Lists) wholeList() int {
 // the item pages and edge routes check.
 func edgeCached(m model.Mapping) bool { return m.ViewerEdge() != "" }
 
-// cachedHasMany is HasMany from the edge cache; ok is false when the cache
-// cannot answer (off, m not cached, from's invalidation pending, Redis
-// away) and the caller reads MySQL.
-func (s *Lists) cachedHasMany(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, tos []uint64) (out []bool, ok bool, err error) {
+// cachedHasMany is HasMany from the edge cache, and with targets
+// HasManyObjects (objs: the cached objects of the edges found); ok is
+// false when the cache cannot answer (off, m not cached, from's
+// invalidation pending, Redis away) and the caller reads MySQL.
+func (s *Lists) cachedHasMany(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, tos []uint64, targets bool) (out []bool, objs []model.Object, ok bool, err error) {
 	oc := s.objects
 	if !oc.on() || !edgeCached(m) || len(tos) == 0 || oc.pendingFor(from) {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
-	r, err := oc.cache.ReadEdges(ctx, from, m, tos)
+	read := oc.cache.ReadEdges
+	if targets {
+		read = oc.cache.ReadEdgesAndTargets
+	}
+	r, err := read(ctx, from, m, tos)
 	if err != nil {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
 	if !r.ObjectHit { // read (and filled) as any read by id
 		if _, err := s.get(ctx, op, sh, from, local, m.From()); err != nil {
-			return nil, true, err
+			return nil, nil, true, err
 		}
 	}
-	out = make([]bool, len(tos))
+	out, err = s.edgesOf(ctx, op, sh, m, from, tos, r)
+	if err != nil {
+		return nil, nil, true, err
+	}
+	objs = foundTargets(oc, m, out, r.Targets)
+	if len(objs) > 0 {
+		oc.cache.CountHits(len(objs))
+	}
+	return out, objs, true, nil
+}
+
+// foundTargets are the objects among targets (ReadEdgesAndTargets, in the
+// order of has) of the edges found: of m's type, and not of an
+// invalidation this process has pending (which a read by id would not
+// take from the cache either).
+func foundTargets(oc *objectCache, m model.Mapping, has []bool, targets []model.Object) []model.Object {
+	var objs []model.Object
+	for i, o := range targets {
+		if has[i] && o.ID != 0 && o.Type == m.To() && !oc.pendingFor(o.ID) {
+			objs = append(objs, o)
+		}
+	}
+	return objs
+}
+
+// edgesOf is whether from's list m holds each of tos, from what the edge
+// cache read (r) and, for what it lacked, MySQL, whose answers it fills.
+func (s *Lists) edgesOf(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from uint64, tos []uint64, r objcache.EdgeRead) ([]bool, error) {
+	oc := s.objects
+	out := make([]bool, len(tos))
 	var missed []uint64
 	for i, f := range r.Found {
 		switch f {
@@ -87,20 +121,21 @@ func (s *Lists) cachedHasMany(ctx context.Context, op string, sh topology.Shard,
 		}
 	}
 	if len(missed) == 0 {
-		return out, true, nil
+		return out, nil
 	}
 	// A fill never comes from a replica, which may lack a write whose
 	// invalidation the generation came after.
 	mctx := replicas.OnMaster(ctx)
 	var has []bool
+	var err error
 	if r.Whole == objcache.EdgeUnknown && s.wholeList() > 0 {
 		if has, err = s.fillWholeList(mctx, op, sh, m, from, r.Gen, missed); err != nil {
-			return nil, true, err
+			return nil, err
 		}
 	}
 	if has == nil {
 		if has, err = s.readEdges(mctx, op, sh, m, from, missed); err != nil {
-			return nil, true, err
+			return nil, err
 		}
 		oc.cache.FillEdges(ctx, from, m, r.Gen, missed, has, objcache.EdgeUnknown)
 	}
@@ -111,7 +146,7 @@ func (s *Lists) cachedHasMany(ctx context.Context, op string, sh topology.Shard,
 			j++
 		}
 	}
-	return out, true, nil
+	return out, nil
 }
 
 // fillWholeList reads from's list m whole when it has at most wholeList

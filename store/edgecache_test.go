@@ -254,3 +254,55 @@ func TestEdgeCachedLists(t *testing.T) {
 		t.Fatalf("edge-cached lists %v, want user_likes and user_following", got)
 	}
 }
+
+// HasManyObjects reads the objects of the edges found with the edges: a
+// cached one comes back as Get returns it, from the same round trip; an
+// uncached one, and one whose invalidation this process has pending, are
+// left to the caller; so are all of them when more than maxTargetsRead
+// ids are asked.
+func TestHasManyObjectsReadsTargetsWithTheEdges(t *testing.T) {
+	a, _ := openTest(t)
+	u, owner := mustUser(t, a, "u"), mustUser(t, a, "owner")
+	board := mustBoard(t, a, owner)
+	p1, p2, p3 := mustPin(t, a, board), mustPin(t, a, board), mustPin(t, a, board)
+	for _, p := range []uint64{p1, p2} {
+		if err := a.AddMapping(ctx, model.UserLikes, u, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := a.Get(ctx, p1, idcodec.TypePin) // read by id: cached
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.objects.cache.Invalidate(ctx, p2); err != nil {
+		t.Fatal(err)
+	}
+	tos := []uint64{p1, p2, p3}
+	if _, err := a.HasMany(ctx, model.UserLikes, u, tos); err != nil { // the edges cached
+		t.Fatal(err)
+	}
+	hits := a.objects.cache.Stats().Hits.Load()
+	has, objs, err := a.HasManyObjects(ctx, model.UserLikes, u, tos)
+	if err != nil || !slices.Equal(has, []bool{true, true, false}) {
+		t.Fatalf("HasManyObjects: %v, %v", has, err)
+	}
+	if len(objs) != 1 || objs[0].ID != p1 || objs[0].Version != want.Version || string(objs[0].Doc) != string(want.Doc) || !slices.Equal(objs[0].Counts, want.Counts) {
+		t.Fatalf("objects read with the edges: %+v, want only %+v", objs, want)
+	}
+	if got := a.objects.cache.Stats().Hits.Load() - hits; got != 2 {
+		t.Fatalf("%d cache hits, want 2 (the user and p1; p2 and p3 are not cached)", got)
+	}
+	a.objects.mu.Lock()
+	a.objects.pending[p1] = pendingMark{}
+	a.objects.mu.Unlock()
+	if _, objs, err := a.HasManyObjects(ctx, model.UserLikes, u, tos); err != nil || len(objs) != 0 {
+		t.Fatalf("with p1's invalidation pending: %+v, %v", objs, err)
+	}
+	a.objects.mu.Lock()
+	delete(a.objects.pending, p1)
+	a.objects.mu.Unlock()
+	many := append(slices.Repeat([]uint64{p3}, maxTargetsRead), p1)
+	if has, objs, err := a.HasManyObjects(ctx, model.UserLikes, u, many); err != nil || !has[maxTargetsRead] || objs != nil {
+		t.Fatalf("%d ids: %v, %+v, %v", len(many), has, objs, err)
+	}
+}

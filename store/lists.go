@@ -304,31 +304,53 @@ const MaxHasMany = 250
 // object of m's from type; EInvalid for a malformed id or more than
 // MaxHasMany of them.
 func (s *Lists) HasMany(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error) {
-	const op = "store.HasMany"
+	has, _, err := s.hasMany(ctx, "store.HasMany", m, from, tos, false)
+	return has, err
+}
+
+// maxTargetsRead bounds the tos whose objects HasManyObjects reads with
+// the edges: beyond it, reading every to's entry to use the few of the
+// edges found costs more than the caller's read of those few.
+const maxTargetsRead = 16
+
+// HasManyObjects is HasMany for a caller that must see the objects of the
+// edges found (to hide deleted and secret ones): when the edge cache
+// answers and tos are at most maxTargetsRead, the entries of tos are read
+// in the same round trip as the edges, and objs holds those of the edges
+// found that the object cache held, as a read by id returns them (live,
+// never older than a write acknowledged before the call). The caller
+// reads the objects of the other edges found itself.
+func (s *Lists) HasManyObjects(ctx context.Context, m model.Mapping, from uint64, tos []uint64) (has []bool, objs []model.Object, err error) {
+	return s.hasMany(ctx, "store.HasMany", m, from, tos, len(tos) <= maxTargetsRead)
+}
+
+// hasMany is HasMany, and with targets HasManyObjects.
+func (s *Lists) hasMany(ctx context.Context, op string, m model.Mapping, from uint64, tos []uint64, targets bool) ([]bool, []model.Object, error) {
 	if !m.Valid() {
-		return nil, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
+		return nil, nil, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
 	}
 	if len(tos) > MaxHasMany {
-		return nil, model.Wrap(op, model.EInvalid, "too many ids", nil)
+		return nil, nil, model.Wrap(op, model.EInvalid, "too many ids", nil)
 	}
 	sh, local, err := s.route(op, from, m.From())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, id := range tos {
 		if _, err := model.CheckID("id", id, 0); err != nil {
-			return nil, shardsql.Classify(op, "", err)
+			return nil, nil, shardsql.Classify(op, "", err)
 		}
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	if out, ok, err := s.cachedHasMany(ctx, op, sh, m, from, local, tos); ok { // edgecache.go
-		return out, err
+	if out, objs, ok, err := s.cachedHasMany(ctx, op, sh, m, from, local, tos, targets); ok { // edgecache.go
+		return out, objs, err
 	}
 	if _, err := s.get(ctx, op, sh, from, local, m.From()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s.readEdges(ctx, op, sh, m, from, tos)
+	has, err := s.readEdges(ctx, op, sh, m, from, tos)
+	return has, nil, err
 }
 
 // readEdges reads from MySQL whether from's list m holds each of tos, in

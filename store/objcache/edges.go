@@ -85,6 +85,10 @@ type EdgeRead struct {
 	// last invalidation.
 	Whole byte
 	Gen   Lease // the hash's generation: the caller's right to fill
+	// Targets, when asked for (ReadEdgesAndTargets), are the cached
+	// objects of tos in order: Targets[i].ID is tos[i] on a hit, 0 on a
+	// miss.
+	Targets []model.Object
 }
 
 // edgeHead is how many fields ReadEdges reads before those of tos.
@@ -125,7 +129,21 @@ func (t *edgeTokens) next() string {
 // failure it returns the error (counted): the caller reads MySQL and does
 // not fill.
 func (c *Cache) ReadEdges(ctx context.Context, from uint64, m model.Mapping, tos []uint64) (EdgeRead, error) {
-	req := &edgeReq{from: from, m: m, tos: tos}
+	return c.readEdgesOf(ctx, &edgeReq{from: from, m: m, tos: tos})
+}
+
+// ReadEdgesAndTargets is ReadEdges that also reads the entries of tos
+// themselves in the same round trip (EdgeRead.Targets), for a caller that
+// must see the objects of the edges it finds. They are not counted: the
+// caller uses only those of the edges found, counts those hits
+// (CountHits), and reads the others of them as any read by id, which
+// counts itself.
+func (c *Cache) ReadEdgesAndTargets(ctx context.Context, from uint64, m model.Mapping, tos []uint64) (EdgeRead, error) {
+	return c.readEdgesOf(ctx, &edgeReq{from: from, m: m, tos: tos, withTargets: true})
+}
+
+func (c *Cache) readEdgesOf(ctx context.Context, req *edgeReq) (EdgeRead, error) {
+	tos := req.tos
 	err := c.edges.reads.do(ctx, c, req)
 	if err == nil {
 		err = req.err
@@ -149,6 +167,13 @@ func (c *Cache) ReadEdges(ctx context.Context, from uint64, m model.Mapping, tos
 	return r, nil
 }
 
+// CountHits counts n hits the caller took from ReadEdgesAndTargets'
+// Targets.
+func (c *Cache) CountHits(n int) {
+	c.hits.Add(float64(n))
+	c.stats.Hits.Add(int64(n))
+}
+
 // edgeReq is one ReadEdges: what it asks, and once read, its answer.
 type edgeReq struct {
 	waiter
@@ -159,9 +184,17 @@ type edgeReq struct {
 	vals *redis.SliceCmd
 	out  EdgeRead
 	err  error
+
+	withTargets bool
+	targets     []*redis.StringCmd
 }
 
-func (r *edgeReq) size() int { return edgeHead + len(r.tos) }
+func (r *edgeReq) size() int {
+	if r.withTargets {
+		return edgeHead + 2*len(r.tos)
+	}
+	return edgeHead + len(r.tos)
+}
 
 // readEdges is the run of the edge reads' coalescer: one pipeline for the
 // whole batch.
@@ -198,6 +231,12 @@ func (r *edgeReq) queue(ctx context.Context, c *Cache, pipe redis.Pipeliner) {
 	pipe.HSetNX(ctx, ekey, edgeGen, c.edges.tokens.next())
 	pipe.ExpireNX(ctx, ekey, c.ttl)
 	r.vals = pipe.HMGet(ctx, ekey, fields...)
+	if r.withTargets { // one GET each: on a cluster the entries are on any node
+		r.targets = make([]*redis.StringCmd, len(r.tos))
+		for i, to := range r.tos {
+			r.targets[i] = pipe.Get(ctx, c.key(to))
+		}
+	}
 }
 
 // parse reads r's answer from its commands' replies.
@@ -218,6 +257,16 @@ func (r *edgeReq) parse() error {
 		r.out.Found[i] = state(got[edgeHead+i])
 		if r.out.Found[i] == EdgeUnknown && r.out.Whole == EdgePresent {
 			r.out.Found[i] = EdgeAbsent // not in the whole list
+		}
+	}
+	if r.withTargets {
+		r.out.Targets = make([]model.Object, len(r.tos))
+		for i, cmd := range r.targets {
+			if b, err := cmd.Bytes(); err == nil {
+				if o, ok := decode(r.tos[i], b); ok {
+					r.out.Targets[i] = o
+				}
+			}
 		}
 	}
 	return nil

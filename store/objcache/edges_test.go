@@ -102,6 +102,57 @@ func testEdgesGoWithTheirObject(t *testing.T, newCache newCacheFunc) {
 	}
 }
 
+// ReadEdgesAndTargets reads the entries of tos with the edges, in the
+// same round trip: the cached ones as Get returns them, the others as
+// misses, and no edge or generation differs from ReadEdges'.
+func testEdgesWithTheirTargets(t *testing.T, newCache newCacheFunc) {
+	c, _ := newCache(t, Options{})
+	ids := fillPins(t, c, 3, 3) // cached pins
+	from, uncached := user(4), pin(9, 9, 0).ID
+	tos := []uint64{ids[0], uncached, ids[2]}
+	r, err := c.ReadEdgesAndTargets(ctx, from, model.UserLikes, tos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.FillEdges(ctx, from, model.UserLikes, r.Gen, tos, []bool{true, true, false}, EdgeUnknown)
+	hitsBefore := c.Stats().Hits.Load()
+	r, err = c.ReadEdgesAndTargets(ctx, from, model.UserLikes, tos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(r.Found) != "110" || len(r.Targets) != len(tos) {
+		t.Fatalf("edges %q, %d targets for %d ids", r.Found, len(r.Targets), len(tos))
+	}
+	hits, _, err := c.Get(ctx, []uint64{ids[0], ids[2]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range tos {
+		got, want := r.Targets[i], hits[id]
+		if got.ID != want.ID || got.Version != want.Version || string(got.Doc) != string(want.Doc) || got.Type != want.Type {
+			t.Fatalf("target %d (%d): %+v, want %+v", i, id, got, want)
+		}
+	}
+	if got := c.Stats().Hits.Load() - hitsBefore; got != 2 { // the targets are the caller's to count, the check by Get counts its own
+		t.Fatalf("%d hits counted, want 2", got)
+	}
+	c.CountHits(1)
+	if got := c.Stats().Hits.Load() - hitsBefore; got != 3 {
+		t.Fatalf("%d hits counted after CountHits(1), want 3", got)
+	}
+	plain := readEdges(t, c, from, tos...)
+	if plain.Gen != r.Gen || string(plain.Found) != string(r.Found) || plain.Targets != nil {
+		t.Fatalf("ReadEdges %+v beside ReadEdgesAndTargets %+v", plain, r)
+	}
+	// An invalidated target is a miss.
+	if err := c.Invalidate(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := c.ReadEdgesAndTargets(ctx, from, model.UserLikes, tos); err != nil || r.Targets[0].ID != 0 || r.Targets[2].ID != ids[2] {
+		t.Fatalf("after invalidating the first target: %+v, %v", r.Targets, err)
+	}
+}
+
 // Redis away: ReadEdges fails (the caller reads MySQL).
 func TestEdgesRedisAway(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
