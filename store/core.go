@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/pinstore/pinstore/store/edgeread"
 	"github.com/pinstore/pinstore/store/fanout"
 	"github.com/pinstore/pinstore/store/objcache"
 	"github.com/pinstore/pinstore/store/ownercache"
@@ -24,8 +25,8 @@ type core struct {
 	router    *topology.Router
 	cursor    cursorCodec
 	feed      *fanout.Fanout
-	readStats *pointread.Stats
-	edges     edgeQueues // edge checks coalesced per pool (edges.go)
+	readStats *pointread.Stats // reads by id of every pool's queue (topology.Pool)
+	edgeStats *edgeread.Stats  // edge checks of every pool's queue
 
 	redis      redis.UniversalClient // nil when the cache is disabled
 	ownerCache *ownercache.Cache

@@ -144,7 +144,7 @@ func edgeCacheNeverOlderAcrossServers(t *testing.T, whole int) {
 }
 
 // edgeJobs is how many edge checks s sent to MySQL.
-func edgeJobs(s *Store) float64 { return testutil.ToFloat64(s.edges.cfg.Stats.Jobs) }
+func edgeJobs(s *Store) float64 { return testutil.ToFloat64(s.edgeStats.Jobs) }
 
 // A check the cache holds whole sends no statement; a write through
 // another server is seen by the next check.

@@ -101,8 +101,8 @@ func edgeChecksNeverOlderAcrossServers(t *testing.T, cached bool) {
 	}
 	var n, stmts float64
 	for _, s := range stores {
-		n += testutil.ToFloat64(s.edges.cfg.Stats.Jobs)
-		stmts += testutil.ToFloat64(s.edges.cfg.Stats.Statements)
+		n += testutil.ToFloat64(s.edgeStats.Jobs)
+		stmts += testutil.ToFloat64(s.edgeStats.Statements)
 	}
 	if !cached && int64(n) != checks.Load() {
 		t.Fatalf("%v edge checks counted for %d checks", n, checks.Load())

@@ -340,7 +340,7 @@ func (s *Lists) readEdges(ctx context.Context, op string, sh topology.Shard, m m
 		return out, nil
 	}
 	c := &edgeread.Check{Listed: shardsql.Listed{DB: sh.DB, M: m, From: from, Tos: tos}}
-	if err := s.edges.on(s.reader(ctx, sh).DB).Do(ctx, c); err != nil { // replica hook
+	if err := s.reader(ctx, sh).Edges.Do(ctx, c); err != nil { // replica hook
 		return nil, classify(op, sh, err)
 	}
 	for i, id := range tos {

@@ -27,9 +27,11 @@
 //
 //	idcodec     ID → shard, type, local id
 //	shardmap    the map file: shard → range → host (pure)
-//	topology    the map in force: shard → host pool and database dbNNNNN
+//	topology    the map in force: shard → host pool (with its read queues) and database dbNNNNN
 //	shardsql    the statements of one shard database
-//	pointread   reads by id coalesced per host
+//	pointread   reads by id coalesced per pool
+//	edgeread    edge checks (HasMany) coalesced per pool
+//	lanes       the lanes and queue, and their tuning, both of those share
 //	replicas    replica lag, the pool a read uses, consistency tokens
 //	fanout      the feed fan-out workers and the outbox sweep
 //	ownercache  the Redis pin → owner hashes
@@ -87,7 +89,7 @@ type Config struct {
 	Limits         model.Limits   // document limits
 	MaxDocBytes    int            // stored document limit; default 16 KiB
 	PoolSize       int            // max open connections per host; default 64
-	PointReadLanes int            // reads by id out to a host at once before they are batched (pointread); default 2
+	PointReadLanes int            // reads by id, and edge checks, out to a host at once before they are batched (pointread, edgeread); default 2
 	QueryTimeout   time.Duration  // per-statement deadline when the caller set none; default 5s
 	FeedBackfill   int            // a followee's newest pins a follow copies into the feed; default 1000
 	FeedSweep      time.Duration  // redo fan-out left in feed_outbox: at Open, then this often; 0 = never (tools)
@@ -198,14 +200,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		_, _ = rand.Read(cfg.CursorSecret)
 		cfg.Logger.Warn("PINSTORE_CURSOR_SECRET is not set: list cursors are signed with a random key and stop working when this process restarts")
 	}
-	c := &core{cfg: cfg, log: cfg.Logger, cursor: cursorCodec{key: cfg.CursorSecret}, readStats: pointread.NewStats(cfg.Registerer)}
+	c := &core{cfg: cfg, log: cfg.Logger, cursor: cursorCodec{key: cfg.CursorSecret},
+		readStats: pointread.NewStats(cfg.Registerer), edgeStats: edgeread.NewStats(cfg.Registerer)}
 	s := newStore(c)
-	s.edges.cfg = edgeread.Config{Lanes: cfg.PointReadLanes, Timeout: cfg.QueryTimeout, Stats: edgeread.NewStats(cfg.Registerer)}
 	var err error
 	s.router, err = topology.New(cfg.Map, topology.Config{
 		MapFile:  cfg.MapFile,
 		PoolSize: cfg.PoolSize,
 		Reads:    pointread.Config{Lanes: cfg.PointReadLanes, Timeout: cfg.QueryTimeout, Stats: s.readStats},
+		Edges:    edgeread.Config{Lanes: cfg.PointReadLanes, Timeout: cfg.QueryTimeout, Stats: s.edgeStats},
 		Logger:   cfg.Logger,
 
 		ReplicaReads: cfg.ReplicaReads,

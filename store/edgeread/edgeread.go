@@ -2,9 +2,11 @@
 // user's list?) on one MySQL host, the way pointread coalesces reads by
 // id, through package lanes.
 //
-// A Queue serves one host. At most Lanes statements of checks are out to
-// the host at once; a check that finds a lane free goes alone and at once,
-// so a lightly loaded server never waits. Checks that arrive while every
+// A Queue serves one host: one pool, which carries it beside its queue of
+// reads by id (topology.Pool), so both are made, tuned (Config, the same
+// lanes.Tuning) and kept with the pool. At most Lanes statements of
+// checks are out to the host at once; a check that finds a lane free goes
+// alone and at once, so a lightly loaded server never waits. Checks that arrive while every
 // lane is busy queue, and when a lane comes free the whole queue (up to
 // maxBatch) goes as one statement (shardsql.ListedAmongEach). A check that
 // joins a queue joins a statement not yet sent, so what it reads is never
@@ -15,7 +17,6 @@ package edgeread
 
 import (
 	"context"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,7 +27,7 @@ import (
 
 // DefaultLanes is the statements of checks out to a host at once when
 // Config.Lanes is not set.
-const DefaultLanes = 2
+const DefaultLanes = lanes.DefaultLanes
 
 // maxBatch bounds the checks of one statement.
 const maxBatch = 64
@@ -40,12 +41,9 @@ type Check struct {
 	err error
 }
 
-// Config tunes every host's queue.
-type Config struct {
-	Lanes   int           // statements out to a host at once; default DefaultLanes
-	Timeout time.Duration // deadline of a batch statement, which serves many callers; default 5s
-	Stats   *Stats        // counters shared by every host; nil counts nothing
-}
+// Config tunes every host's queue: lanes, batch deadline, counters, the
+// shape pointread's queues take too.
+type Config = lanes.Tuning
 
 // Queue is one host's edge checks.
 type Queue struct {
@@ -54,14 +52,10 @@ type Queue struct {
 
 // NewQueue returns the queue of the host behind db.
 func NewQueue(db *sqlx.DB, cfg Config) *Queue {
-	if cfg.Lanes <= 0 {
-		cfg.Lanes = DefaultLanes
-	}
-	return &Queue{lanes: lanes.New(lanes.Config{Lanes: cfg.Lanes, Timeout: cfg.Timeout, MaxBatch: maxBatch}, lanes.Ops[*Check]{
+	return &Queue{lanes: lanes.NewTuned(cfg, maxBatch, lanes.Ops[*Check]{
 		Alone: func(ctx context.Context, c *Check) { c.runAlone(ctx, db) },
 		Batch: func(ctx context.Context, cs []*Check) error { return runBatch(ctx, db, cs) },
 		Fail:  func(c *Check, err error) { c.Found, c.err = nil, err },
-		Count: cfg.Stats.Count,
 	})}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // job is a test job: its id, and what ran it.
@@ -129,4 +130,27 @@ func TestJobLeavesTheQueueWhenCancelled(t *testing.T) {
 	if busy != q.cfg.Lanes-1 {
 		t.Fatalf("%d lanes busy, want %d", busy, q.cfg.Lanes-1)
 	}
+}
+
+// A queue made from a Tuning left at zero takes the default lanes and the
+// batch bound it is given, and counts every statement on the Tuning's
+// counters, which the kind's own Count cannot bypass.
+func TestTunedQueueDefaultsAndCounts(t *testing.T) {
+	var r recorder
+	st := NewStats(nil, "pinstore_test_job", "Test jobs")
+	q := NewTuned(Tuning{Stats: st}, 3, r.ops())
+	if q.cfg.Lanes != DefaultLanes || q.cfg.MaxBatch != 3 || q.cfg.Timeout <= 0 {
+		t.Fatalf("a zero Tuning: %+v", q.cfg)
+	}
+	q.Run([]*job{{id: 1}, {id: 2}})
+	if err := q.Do(context.Background(), &job{id: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if jobs, stmts := testutil.ToFloat64(st.Jobs), testutil.ToFloat64(st.Statements); jobs != 3 || stmts != 2 {
+		t.Fatalf("%v jobs in %v statements counted, want 3 in 2", jobs, stmts)
+	}
+	if r.statements.Load() != 0 {
+		t.Fatalf("the kind's own Count ran %d times beside the Tuning's", r.statements.Load())
+	}
+	NewTuned(Tuning{Lanes: 1}, 3, r.ops()).Run([]*job{{id: 4}}) // nil Stats counts nothing
 }

@@ -1,6 +1,7 @@
 // Package pointread coalesces reads of one object by id on one MySQL host.
 //
-// A Queue serves one host. At most Lanes statements of reads are out to
+// A Queue serves one host: one pool, which carries it beside its queue of
+// edge checks (topology.Pool). At most Lanes statements of reads are out to
 // the host at once; a read that finds a lane free goes alone and at once,
 // so a lightly loaded server never waits. Reads that arrive while every
 // lane is busy queue, and when a lane comes free the whole queue (up to
@@ -15,7 +16,6 @@ package pointread
 import (
 	"context"
 	"database/sql"
-	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,7 +28,7 @@ import (
 
 // DefaultLanes is the statements of reads out to a host at once when
 // Config.Lanes is not set.
-const DefaultLanes = 2
+const DefaultLanes = lanes.DefaultLanes
 
 // maxBatch bounds the reads of one statement.
 const maxBatch = 100
@@ -49,12 +49,9 @@ type Read struct {
 	err error // sql.ErrNoRows when there is no such row
 }
 
-// Config tunes every host's queue.
-type Config struct {
-	Lanes   int           // statements out to a host at once; default DefaultLanes
-	Timeout time.Duration // deadline of a batch statement, which serves many callers; default 5s
-	Stats   *Stats        // counters shared by every host; nil counts nothing
-}
+// Config tunes every host's queue: lanes, batch deadline, counters, the
+// shape edgeread's queues take too.
+type Config = lanes.Tuning
 
 // Queue is one host's reads by id.
 type Queue struct {
@@ -63,14 +60,10 @@ type Queue struct {
 
 // NewQueue returns the queue of the host behind db.
 func NewQueue(db *sqlx.DB, cfg Config) *Queue {
-	if cfg.Lanes <= 0 {
-		cfg.Lanes = DefaultLanes
-	}
-	return &Queue{lanes: lanes.New(lanes.Config{Lanes: cfg.Lanes, Timeout: cfg.Timeout, MaxBatch: maxBatch}, lanes.Ops[*Read]{
+	return &Queue{lanes: lanes.NewTuned(cfg, maxBatch, lanes.Ops[*Read]{
 		Alone: func(ctx context.Context, r *Read) { r.readAlone(ctx, db) },
 		Batch: func(ctx context.Context, rs []*Read) error { return readBatch(ctx, db, rs) },
 		Fail:  func(r *Read, err error) { r.err = err },
-		Count: cfg.Stats.Count,
 	})}
 }
 

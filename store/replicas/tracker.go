@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pinstore/pinstore/internal/metrics"
-	"github.com/pinstore/pinstore/store/pointread"
 	"github.com/pinstore/pinstore/store/topology"
 )
 
@@ -260,15 +259,15 @@ func (t *Tracker) pollReplica(ctx context.Context, hs *hostState, r *topology.Re
 	}
 }
 
-// Reader is the pool a read uses: a host's master or one of its replicas.
+// Reader is the pool a read uses, with its queues (reads by id, edge
+// checks): a host's master or one of its replicas.
 type Reader struct {
-	DB      *sqlx.DB
-	Reads   *pointread.Queue
+	topology.Pool
 	Replica string // the replica's address; "" for the master
 }
 
 // Master is h's master as a Reader.
-func Master(h *topology.Host) Reader { return Reader{DB: h.DB, Reads: h.Reads} }
+func Master(h *topology.Host) Reader { return Reader{Pool: h.Pool} }
 
 // Pick returns where a read of h for ctx goes. The master, unless h's
 // replicas serve reads and one of them is within the lag bound; with a
@@ -306,12 +305,12 @@ func (t *Tracker) Pick(ctx context.Context, h *topology.Host) Reader {
 		}
 		hs.mu.Unlock()
 		t.toReplica.Inc()
-		return Reader{DB: r.DB, Reads: r.Reads, Replica: r.Addr}
+		return Reader{Pool: r.Pool, Replica: r.Addr}
 	}
 	hs.mu.Unlock()
 	if waitOn != nil && t.cfg.Wait > 0 && t.waitFor(ctx, waitOn, want) {
 		t.toReplica.Inc()
-		return Reader{DB: waitOn.DB, Reads: waitOn.Reads, Replica: waitOn.Addr}
+		return Reader{Pool: waitOn.Pool, Replica: waitOn.Addr}
 	}
 	t.toMaster.Inc()
 	return Master(h)

@@ -11,6 +11,9 @@
 // versions: a host that stays keeps its connections, and there is one
 // pool per host (per master DSN), never per database; a host's replicas
 // have pools of their own, which only reads use (package replicas picks).
+// Each pool carries its read queues (Pool: reads by id, pointread; edge
+// checks, edgeread), made with it and kept as long as it is, so the reads
+// that coalesce on a host are exactly those sent to its connections.
 // A host that is down fails only the statements sent to it, and
 // reconnects when it is back.
 package topology
@@ -28,6 +31,7 @@ import (
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/edgeread"
 	"github.com/pinstore/pinstore/store/pointread"
 	"github.com/pinstore/pinstore/store/shardmap"
 	"github.com/pinstore/pinstore/store/shardsql"
@@ -35,9 +39,10 @@ import (
 
 // Config is what a Router needs besides the map.
 type Config struct {
-	MapFile  string // where the map came from, for ReloadFile and Watch; "" when built from the environment
-	PoolSize int    // max open connections per host; default 64
-	Reads    pointread.Config
+	MapFile  string           // where the map came from, for ReloadFile and Watch; "" when built from the environment
+	PoolSize int              // max open connections per host; default 64
+	Reads    pointread.Config // every pool's queue of reads by id
+	Edges    edgeread.Config  // every pool's queue of edge checks
 	Logger   *slog.Logger
 	// ReplicaReads turns replica reads on for every host with replicas
 	// (PINSTORE_REPLICA_READS), besides the hosts whose map entry says
@@ -45,13 +50,20 @@ type Config struct {
 	ReplicaReads bool
 }
 
+// Pool is one MySQL server's connections with the queues that coalesce
+// the reads sent to them: a master's or a replica's.
+type Pool struct {
+	DB    *sqlx.DB
+	Reads *pointread.Queue // reads by id
+	Edges *edgeread.Queue  // edge checks
+}
+
 // Host is one physical MySQL host of the map in force: its master, and
 // the replicas the map names.
 type Host struct {
-	Name  string
-	Addr  string   // the master's address, no credentials: for errors and logs
-	DB    *sqlx.DB // the master's pool
-	Reads *pointread.Queue
+	Name string
+	Addr string // the master's address, no credentials: for errors and logs
+	Pool        // the master's
 
 	// Replicas replicate from the master, in map order. Reads use them
 	// only when ReplicaReads is set, and then only as package replicas
@@ -62,9 +74,8 @@ type Host struct {
 
 // Replica is a replica of a host, with its own pool.
 type Replica struct {
-	Addr  string // no credentials
-	DB    *sqlx.DB
-	Reads *pointread.Queue
+	Addr string // no credentials
+	Pool
 }
 
 // Shard is a validated route: a shard database and the host holding it.
@@ -153,10 +164,9 @@ type Router struct {
 	cur atomic.Pointer[Topology]
 
 	mu      sync.Mutex
-	pools   map[string]*sqlx.DB // by master DSN, shared across versions
-	queues  map[*sqlx.DB]*pointread.Queue
-	changed chan struct{} // closed when the next topology is put in force
-	retired []*Topology   // replaced versions that may still have writes pinned
+	pools   map[string]Pool // by DSN, shared across versions
+	changed chan struct{}   // closed when the next topology is put in force
+	retired []*Topology     // replaced versions that may still have writes pinned
 
 	drained chan struct{} // a retired version's last pinned write ended
 	buffer  BufferStats
@@ -171,7 +181,7 @@ func New(m *shardmap.Map, cfg Config) (*Router, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Router{cfg: cfg, pools: map[string]*sqlx.DB{}, queues: map[*sqlx.DB]*pointread.Queue{},
+	r := &Router{cfg: cfg, pools: map[string]Pool{},
 		changed: make(chan struct{}), drained: make(chan struct{}, 1)}
 	t, err := r.build(m)
 	if err != nil {
@@ -214,8 +224,8 @@ func (r *Router) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var errs []error
-	for dsn, db := range r.pools {
-		errs = append(errs, db.Close())
+	for dsn, p := range r.pools {
+		errs = append(errs, p.DB.Close())
 		delete(r.pools, dsn)
 	}
 	return errors.Join(errs...)
@@ -225,17 +235,17 @@ func (r *Router) build(m *shardmap.Map) (*Topology, error) {
 	t := &Topology{m: m, shards: make([]Shard, m.Shards), loaded: time.Now().UTC()}
 	byName := map[string]*Host{}
 	for name, spec := range m.Hosts {
-		db, q, err := r.pool(spec.Master)
+		p, err := r.pool(spec.Master)
 		if err != nil {
 			return nil, fmt.Errorf("topology: host %q: %w", name, err)
 		}
-		h := &Host{Name: name, Addr: shardmap.HostAddr(spec.Master), DB: db, Reads: q}
+		h := &Host{Name: name, Addr: shardmap.HostAddr(spec.Master), Pool: p}
 		for _, dsn := range spec.ReplicaDSNs() {
-			db, q, err := r.pool(dsn)
+			p, err := r.pool(dsn)
 			if err != nil {
 				return nil, fmt.Errorf("topology: host %q replica: %w", name, err)
 			}
-			h.Replicas = append(h.Replicas, &Replica{Addr: shardmap.HostAddr(dsn), DB: db, Reads: q})
+			h.Replicas = append(h.Replicas, &Replica{Addr: shardmap.HostAddr(dsn), Pool: p})
 		}
 		h.ReplicaReads = len(h.Replicas) > 0 && (spec.ReplicaReads || r.cfg.ReplicaReads)
 		byName[name] = h
@@ -276,19 +286,19 @@ func containsHost(hs []*Host, h *Host) bool {
 	return false
 }
 
-// pool returns the shared pool for dsn and its read queue, opening them
-// the first time.
-func (r *Router) pool(dsn string) (*sqlx.DB, *pointread.Queue, error) {
+// pool returns the shared pool for dsn with its read queues, opening
+// them the first time.
+func (r *Router) pool(dsn string) (Pool, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if db, ok := r.pools[dsn]; ok {
-		return db, r.queues[db], nil
+	if p, ok := r.pools[dsn]; ok {
+		return p, nil
 	}
 	db, err := Dial(dsn, r.cfg.PoolSize)
 	if err != nil {
-		return nil, nil, err
+		return Pool{}, err
 	}
-	r.pools[dsn] = db
-	r.queues[db] = pointread.NewQueue(db, r.cfg.Reads)
-	return db, r.queues[db], nil
+	p := Pool{DB: db, Reads: pointread.NewQueue(db, r.cfg.Reads), Edges: edgeread.NewQueue(db, r.cfg.Edges)}
+	r.pools[dsn] = p
+	return p, nil
 }

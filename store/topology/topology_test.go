@@ -86,7 +86,8 @@ func TestReloadKeepsPools(t *testing.T) {
 	}
 	s0, _ := r.Current().Shard(0)
 	s7, _ := r.Current().Shard(7)
-	if s0.Host.Name != "b" || s7.Host.DB != a0.Host.DB || s7.Host.Reads != a0.Host.Reads {
+	if s0.Host.Name != "b" || s7.Host.DB != a0.Host.DB || s7.Host.Reads != a0.Host.Reads ||
+		s7.Host.Edges == nil || s7.Host.Edges != a0.Host.Edges {
 		t.Fatalf("after the reload: shard 0 on %s, shard 7's pool kept: %v", s0.Host.Name, s7.Host.DB == a0.Host.DB)
 	}
 	if len(r.pools) != 2 {
@@ -193,5 +194,39 @@ func TestWatch(t *testing.T) {
 	wait("the bad map is logged", func() bool { return strings.Contains(logs.String(), "shard map rejected") })
 	if r.Map().Version() != v1 {
 		t.Fatal("a bad file changed the map in force")
+	}
+}
+
+// Every pool, master or replica, carries a queue of reads by id and one of
+// edge checks of its own, made with the pool: a read never coalesces
+// with reads sent to another server.
+func TestPoolsCarryTheirQueues(t *testing.T) {
+	const dsnC = "root@tcp(127.0.0.1:3)/"
+	text := fmt.Sprintf("shards: 8\ndb_prefix: tp\nhosts:\n  a: {master: %q}\n  b: {master: %q, replicas: [%q]}\nranges:\n  - {shards: 0-3, host: a}\n  - {shards: 4-7, host: b}\n", dsnA, dsnB, dsnC)
+	m, err := shardmap.Parse([]byte(text), shardmap.DefaultShards, shardmap.DefaultDBPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(m, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	a, _ := r.Current().Shard(0)
+	b, _ := r.Current().Shard(7)
+	if len(b.Host.Replicas) != 1 {
+		t.Fatalf("b has %d replicas", len(b.Host.Replicas))
+	}
+	rep := b.Host.Replicas[0]
+	for _, p := range []Pool{a.Host.Pool, b.Host.Pool, rep.Pool} {
+		if p.DB == nil || p.Reads == nil || p.Edges == nil {
+			t.Fatalf("a pool without its queues: %+v", p)
+		}
+	}
+	if a.Host.Edges == b.Host.Edges || b.Host.Edges == rep.Edges || a.Host.Reads == b.Host.Reads || b.Host.Reads == rep.Reads {
+		t.Fatal("two servers share a queue")
+	}
+	if r.pools[dsnC] != rep.Pool || len(r.pools) != 3 {
+		t.Fatalf("%d pools for 3 servers, the replica's kept: %v", len(r.pools), r.pools[dsnC] == rep.Pool)
 	}
 }
