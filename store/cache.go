@@ -172,7 +172,7 @@ func (s *core) resendPending(ctx context.Context) {
 }
 
 // cleanTaken deletes the cache_outbox rows of invalidations Redis took,
-// one statement per shard. A failure leaves rows a sweep sends again,
+// one statement per shard, one round trip per host. A failure leaves rows a sweep sends again,
 // which is harmless.
 func (s *core) cleanTaken(ctx context.Context) {
 	oc := s.objects
@@ -182,13 +182,20 @@ func (s *core) cleanTaken(ctx context.Context) {
 	oc.mu.Unlock()
 	t, release := s.router.Enter()
 	defer release()
+	byHost := map[*topology.Host]map[shardsql.DB][]shardsql.CachedMark{}
 	for db, marks := range taken {
 		sh, err := t.Shard(db.N)
 		if err != nil || sh.ReadOnly {
 			continue
 		}
+		if byHost[sh.Host] == nil {
+			byHost[sh.Host] = map[shardsql.DB][]shardsql.CachedMark{}
+		}
+		byHost[sh.Host][db] = marks
+	}
+	for h, marks := range byHost { // one round trip a host
 		c, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
-		_ = shardsql.UnmarkCached(c, sh.Host.DB, db, marks)
+		_ = shardsql.UnmarkCached(c, h.DB, marks)
 		cancel()
 	}
 }

@@ -76,12 +76,11 @@ func (s *core) txOn(ctx context.Context, op string, sh topology.Shard, fn func(t
 		return classify(op, sh, err)
 	}
 	defer c.Close()
-	tx, err := c.BeginTxx(ctx, nil)
+	t, err := shardsql.Begin(c.Conn(), sql.LevelDefault) // sent with the first statement
 	if err != nil {
 		return classify(op, sh, err)
 	}
-	defer tx.Rollback()
-	t := shardsql.NewTx(tx)
+	defer t.Rollback() // before c.Close: the connection goes back with no transaction open
 	var token uint64
 	if s.objects.on() {
 		// Durable with the change: the cache_outbox rows of the objects
@@ -94,10 +93,7 @@ func (s *core) txOn(ctx context.Context, op string, sh topology.Shard, fn func(t
 	if err := fn(t); err != nil {
 		return classify(op, sh, err)
 	}
-	if err := t.Flush(ctx); err != nil { // the statements queued to go with a next one
-		return classify(op, sh, err)
-	}
-	if err := tx.Commit(); err != nil {
+	if err := t.Commit(ctx); err != nil { // with the statements queued to go with a next one
 		return classify(op, sh, err)
 	}
 	c.Committed(ctx) // replica hook

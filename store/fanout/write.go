@@ -9,8 +9,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/jmoiron/sqlx"
-
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardsql"
@@ -180,7 +178,7 @@ func (r *shardRows) all() []feedRow {
 
 // insertPulled writes the feed_pulled rows of pull (author and follower
 // of each), in chunks per author.
-func insertPulled(ctx context.Context, tx sqlx.ExtContext, db shardsql.DB, pull []feedRow) error {
+func insertPulled(ctx context.Context, tx shardsql.Ext, db shardsql.DB, pull []feedRow) error {
 	byAuthor := map[uint64][]uint64{}
 	for _, r := range pull {
 		byAuthor[r.Author] = append(byAuthor[r.Author], r.Follower)
@@ -260,15 +258,14 @@ func (f *Fanout) clearsInTx(t *topology.Topology, batch []Job, rows map[int]*sha
 // kept only where the follower still follows the author, read under a
 // shared lock (shardsql.InsertFeedRows).
 func writeHost(ctx context.Context, h *topology.Host, shards []topology.Shard, rows map[int]*shardRows, clears []outboxClear) error {
-	raw, err := h.DB.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	// A shardsql.Tx: its START, the outbox deletes, each shard's insert
+	// and the COMMIT go to the server as one text. Feed rows are no
+	// object: nothing is touched.
+	tx, err := shardsql.BeginOn(ctx, h.DB, sql.LevelReadCommitted)
 	if err != nil {
 		return err
 	}
-	defer raw.Rollback()
-	// A shardsql.Tx: the outbox deletes and each shard's insert go with
-	// the next statement (its next look-up), not in round trips of their
-	// own. Feed rows are no object: nothing is touched.
-	tx := shardsql.NewTx(raw)
+	defer tx.Rollback()
 	type group struct {
 		db     shardsql.DB
 		remove bool
@@ -325,10 +322,7 @@ func writeHost(ctx context.Context, h *topology.Host, shards []topology.Shard, r
 			}
 		}
 	}
-	if err := tx.Flush(ctx); err != nil {
-		return err
-	}
-	return raw.Commit()
+	return tx.Commit(ctx)
 }
 
 // clearOutbox deletes the feed_outbox rows of pins whose fan-out (or, with
@@ -360,7 +354,7 @@ func (f *Fanout) clearOutbox(ctx context.Context, t *topology.Topology, pins []u
 }
 
 func clearHost(ctx context.Context, h *topology.Host, dbs map[shardsql.DB][]uint64, remove bool) error {
-	tx, err := h.DB.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := shardsql.BeginOn(ctx, h.DB, sql.LevelReadCommitted) // one text, as writeHost's
 	if err != nil {
 		return err
 	}
@@ -372,7 +366,7 @@ func clearHost(ctx context.Context, h *topology.Host, dbs map[shardsql.DB][]uint
 			return err
 		}
 	}
-	return tx.Commit()
+	return tx.Commit(ctx)
 }
 
 // followersOf reads all of a user's followers, by primary key, in pages.

@@ -56,7 +56,7 @@ var (
 // statement, so it costs no round trip of its own. An author's rows for
 // many pins (a follow's backfill: many pins, one follower) read the
 // follows first, then insert the rows in one statement (queued).
-func InsertFeedRows(ctx context.Context, tx sqlx.ExtContext, db DB, rows []FeedRow) error {
+func InsertFeedRows(ctx context.Context, tx Ext, db DB, rows []FeedRow) error {
 	type pin struct {
 		pin, author uint64
 		seq         int64

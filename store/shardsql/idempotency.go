@@ -126,7 +126,7 @@ func ReadOutcome(ctx context.Context, q sqlx.QueryerContext, db DB, key []byte, 
 // fenced keeping its object, a done one stays done (it committed: its
 // response is to be replayed). Each statement is alone: the insert waits
 // for a create still inserting the same row to commit or roll back.
-func FenceOutcome(ctx context.Context, x sqlx.ExtContext, db DB, key []byte, claim uint64, expires time.Time) (Outcome, error) {
+func FenceOutcome(ctx context.Context, x Ext, db DB, key []byte, claim uint64, expires time.Time) (Outcome, error) {
 	res, err := x.ExecContext(ctx, db.sql(fenceOutcome), key, claim, OutcomeFenced, expires)
 	if fresh, err := affected(res, err); err != nil || fresh {
 		return Outcome{State: OutcomeFenced}, err

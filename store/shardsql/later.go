@@ -19,6 +19,13 @@ import (
 // needs multiStatements and interpolateParams (topology.Dial sets both),
 // so that one text carries the statements and their arguments.
 
+// Ext is what a helper that both reads and writes takes: a host's pool
+// or a *Tx.
+type Ext interface {
+	sqlx.ExecerContext
+	sqlx.QueryerContext
+}
+
 // later queues query with args, to be sent before the transaction's next
 // statement; on anything but a *Tx it runs at once.
 func later(ctx context.Context, x sqlx.ExecerContext, query string, args ...any) error {
@@ -43,53 +50,88 @@ func (t *Tx) withQueued(query string, args []any) (string, []any) {
 	}
 	t.queued.WriteString("; ")
 	t.queued.WriteString(query)
-	q, a := t.queued.String(), append(t.queuedArgs, args...)
-	t.queued.Reset()
-	t.queuedArgs = nil
-	return q, a
+	t.queuedArgs = append(t.queuedArgs, args...)
+	return t.take()
 }
 
-// Flush sends the queued statements, if any: before the commit.
-func (t *Tx) Flush(ctx context.Context) error {
-	t.queueMarks()
-	if t.queued.Len() == 0 {
-		return nil
-	}
+// take empties the queue into one text and its arguments, about to be
+// sent: from then on the server may hold the transaction open.
+func (t *Tx) take() (string, []any) {
 	q, a := t.queued.String(), t.queuedArgs
 	t.queued.Reset()
 	t.queuedArgs = nil
-	_, err := t.Tx.ExecContext(ctx, q, a...)
+	if t.state == txQueued {
+		t.state = txOpen
+	}
+	return q, a
+}
+
+// Flush sends the queued statements, with the cache_outbox marks, if any
+// but the START TRANSACTION: where a statement's effect must be on the
+// server before something outside the transaction happens. Commit sends
+// them anyway.
+func (t *Tx) Flush(ctx context.Context) error {
+	if t.state == txDone {
+		return errTxDone
+	}
+	t.queueMarks()
+	if t.queued.Len() == 0 || t.state == txQueued && t.onlyBegin() {
+		return nil
+	}
+	q, a := t.take()
+	_, err := t.conn.ExecContext(ctx, q, a...)
 	return err
 }
 
 // ExecContext runs query after the queued statements, in one round trip;
 // its result is query's.
 func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if t.state == txDone {
+		return nil, errTxDone
+	}
 	query, args = t.withQueued(query, args)
-	return t.Tx.ExecContext(ctx, query, args...)
+	return t.conn.ExecContext(ctx, query, args...)
 }
 
 // QueryContext runs query after the queued statements, in one round
 // trip; its rows are query's.
 func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if t.state == txDone {
+		return nil, errTxDone
+	}
 	query, args = t.withQueued(query, args)
-	return t.Tx.QueryContext(ctx, query, args...)
+	return t.conn.QueryContext(ctx, query, args...)
 }
 
 // QueryxContext is QueryContext for sqlx.
 func (t *Tx) QueryxContext(ctx context.Context, query string, args ...any) (*sqlx.Rows, error) {
+	if t.state == txDone {
+		return nil, errTxDone
+	}
 	query, args = t.withQueued(query, args)
-	return t.Tx.QueryxContext(ctx, query, args...)
+	return t.conn.QueryxContext(ctx, query, args...)
 }
 
 // QueryRowxContext is QueryContext for one row.
 func (t *Tx) QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row {
 	query, args = t.withQueued(query, args)
-	return t.Tx.QueryRowxContext(ctx, query, args...)
+	return t.conn.QueryRowxContext(t.live(ctx), query, args...)
 }
 
 // QueryRowContext is QueryContext for one row.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	query, args = t.withQueued(query, args)
-	return t.Tx.QueryRowContext(ctx, query, args...)
+	return t.conn.QueryRowContext(t.live(ctx), query, args...)
+}
+
+// live is ctx while t takes statements, and a done context after: a row
+// read on a finished Tx fails (with context.Canceled) instead of running
+// outside any transaction.
+func (t *Tx) live(ctx context.Context) context.Context {
+	if t.state != txDone {
+		return ctx
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	return done
 }

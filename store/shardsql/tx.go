@@ -3,6 +3,7 @@ package shardsql
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,12 +20,19 @@ import (
 // where nothing would remember it) and runs through Tx.change, which
 // records the objects it names with the statement itself; no helper
 // records them apart, so none can forget (TestObjectWritesGoThroughChange
-// checks the package for any other write to those tables). Statements on
-// other tables run on the embedded *sqlx.Tx as usual. It also holds the
-// statements queued to go with its next one (later.go); those that change
-// an object go through Tx.changeLater, which records them the same way.
+// checks the package for any other write to those tables). It also holds
+// the statements queued to go with its next one (later.go); those that
+// change an object go through Tx.changeLater, which records them the same
+// way.
+//
+// A Tx runs on one connection of its own and costs no round trip of its
+// own to open or to close: its START TRANSACTION goes with its first
+// statement and its COMMIT with its last (begin.go).
 type Tx struct {
-	*sqlx.Tx
+	conn       *sqlx.Conn
+	closeConn  bool // conn is BeginOn's, given back by Rollback
+	state      txState
+	beginLen   int // the length of the queued START TRANSACTION text
 	touched    []uint64
 	queued     strings.Builder
 	queuedArgs []any
@@ -39,9 +47,6 @@ type cacheMarks struct {
 	token  uint64
 	marked int
 }
-
-// NewTx wraps tx.
-func NewTx(tx *sqlx.Tx) *Tx { return &Tx{Tx: tx} }
 
 // MarkCached makes t record in db's cache_outbox, in t itself, that the
 // cached copies of the objects its statements change must go; token names
@@ -133,13 +138,32 @@ type CachedMark struct {
 }
 
 // UnmarkCached deletes the cache_outbox rows of marks that still hold the
-// token given (their invalidation reached the cache).
-func UnmarkCached(ctx context.Context, x sqlx.ExecerContext, db DB, marks []CachedMark) error {
-	args := make([]any, 0, 2*len(marks))
-	for _, m := range marks {
-		args = append(args, m.ID, m.Token)
+// token given (their invalidation reached the cache), per database of one
+// host: one statement a database, each its own transaction as before, all
+// sent as one text.
+func UnmarkCached(ctx context.Context, x sqlx.ExecerContext, marks map[DB][]CachedMark) error {
+	dbs := make([]DB, 0, len(marks))
+	for db, m := range marks {
+		if len(m) > 0 {
+			dbs = append(dbs, db)
+		}
 	}
-	_, err := x.ExecContext(ctx, placeholders(db.sql(deleteCacheMarks), len(marks), "(?, ?)", ")"), args...)
+	if len(dbs) == 0 {
+		return nil
+	}
+	slices.SortFunc(dbs, func(a, b DB) int { return a.N - b.N })
+	var q strings.Builder
+	var args []any
+	for i, db := range dbs {
+		if i > 0 {
+			q.WriteString("; ")
+		}
+		q.WriteString(placeholders(db.sql(deleteCacheMarks), len(marks[db]), "(?, ?)", ")"))
+		for _, m := range marks[db] {
+			args = append(args, m.ID, m.Token)
+		}
+	}
+	_, err := x.ExecContext(ctx, q.String(), args...)
 	return err
 }
 
