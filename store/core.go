@@ -76,6 +76,7 @@ func (s *core) openCache(ctx context.Context) {
 			Timeout:    rc.Timeout,
 			Logger:     s.log,
 			Registerer: s.cfg.Registerer,
+			EdgeOwners: edgeOwner,
 		}), s.cfg.Registerer)
 	}
 	c, cancel := context.WithTimeout(ctx, time.Second)

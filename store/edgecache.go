@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 
+	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/objcache"
 	"github.com/pinstore/pinstore/store/replicas"
@@ -58,6 +59,23 @@ func (s *Lists) wholeList() int {
 // lists that say a viewer's state (a user's likes and following), which
 // the item pages and edge routes check.
 func edgeCached(m model.Mapping) bool { return m.ViewerEdge() != "" }
+
+// edgeOwnerTypes are the types whose objects own an edge-cached list: only
+// their invalidations drop an edge hash.
+var edgeOwnerTypes = func() (out [model.TypeSlots]bool) {
+	for _, m := range model.Mappings() {
+		if edgeCached(m) {
+			out[m.From()] = true
+		}
+	}
+	return out
+}()
+
+// edgeOwner reports whether id's object may have an edge hash.
+func edgeOwner(id uint64) bool {
+	t := idcodec.TypeOf(id)
+	return int(t) < len(edgeOwnerTypes) && edgeOwnerTypes[t]
+}
 
 // cachedHasMany is HasMany from the edge cache; ok is false when the cache
 // cannot answer (off, m not cached, from's invalidation pending, Redis

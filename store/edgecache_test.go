@@ -253,4 +253,11 @@ func TestEdgeCachedLists(t *testing.T) {
 	if len(got) != 2 || !slices.Contains(got, model.UserLikes) || !slices.Contains(got, model.UserFollowing) {
 		t.Fatalf("edge-cached lists %v, want user_likes and user_following", got)
 	}
+	// Only a user's invalidation drops an edge hash.
+	for _, typ := range model.ObjectTypes() {
+		id := idcodec.MustEncode(3, typ, 1)
+		if got, want := edgeOwner(id), typ == idcodec.TypeUser; got != want {
+			t.Errorf("edgeOwner(a %s) = %v, want %v", typ, got, want)
+		}
+	}
 }

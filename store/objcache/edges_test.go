@@ -102,6 +102,31 @@ func testEdgesGoWithTheirObject(t *testing.T, newCache newCacheFunc) {
 	}
 }
 
+// With EdgeOwners, an invalidation drops the edge hash of an object that
+// may own one and sends nothing for the edges of one that cannot.
+func TestInvalidateDropsOnlyEdgeOwnersEdges(t *testing.T) {
+	owner := user(11)
+	c, client := newCache(t, Options{EdgeOwners: func(id uint64) bool { return id == owner }})
+	other := fillPins(t, c, 50, 1)[0]
+	for _, id := range []uint64{owner, other} {
+		if err := client.HSet(ctx, c.edgeKey(id), "_g", 1).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Invalidate(ctx, owner, other); err != nil {
+		t.Fatal(err)
+	}
+	if n := client.Exists(ctx, c.edgeKey(owner)).Val(); n != 0 {
+		t.Fatal("the edge owner's edge hash outlived its invalidation")
+	}
+	if n := client.Exists(ctx, c.edgeKey(other)).Val(); n != 1 {
+		t.Fatal("an invalidation sent a delete for the edges of an object that owns none")
+	}
+	if n := client.Exists(ctx, c.key(other)).Val(); n != 0 {
+		t.Fatal("the other object's entry outlived its invalidation")
+	}
+}
+
 // Redis away: ReadEdges fails (the caller reads MySQL).
 func TestEdgesRedisAway(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), DialTimeout: 100 * time.Millisecond, MaxRetries: -1})

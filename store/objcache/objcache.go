@@ -68,6 +68,9 @@ type Options struct {
 	Timeout    time.Duration // bounds each round trip; default DefaultTimeout
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
+	// EdgeOwners reports whether an object may have an edge hash (edges.go)
+	// that its invalidation must drop too; nil: every object may.
+	EdgeOwners func(id uint64) bool
 }
 
 // Cache is the object cache. It is safe for concurrent use.
@@ -81,6 +84,7 @@ type Cache struct {
 	stats                       Stats
 	reads                       *reader
 	edges                       edgeCounters // edges.go
+	edgeOwners                  func(id uint64) bool
 }
 
 // Stats are a Cache's counters, for tests and reports (the same figures
@@ -94,7 +98,7 @@ func (c *Cache) Stats() *Stats { return &c.stats }
 
 // New returns a Cache on client. It does not contact Redis.
 func New(client redis.UniversalClient, opts Options) *Cache {
-	c := &Cache{client: client, prefix: opts.Prefix, ttl: opts.TTL, leaseTTL: opts.LeaseTTL, wait: opts.Timeout, log: opts.Logger}
+	c := &Cache{client: client, prefix: opts.Prefix, ttl: opts.TTL, leaseTTL: opts.LeaseTTL, wait: opts.Timeout, log: opts.Logger, edgeOwners: opts.EdgeOwners}
 	if c.prefix == "" {
 		c.prefix = DefaultPrefix
 	}
@@ -295,7 +299,9 @@ func (c *Cache) Invalidate(ctx context.Context, ids ...uint64) error {
 	pipe := c.client.Pipeline()
 	for _, id := range ids {
 		pipe.Del(ctx, c.key(id))
-		pipe.Del(ctx, c.edgeKey(id)) // another key: on a Redis Cluster, perhaps another node
+		if c.edgeOwners == nil || c.edgeOwners(id) {
+			pipe.Del(ctx, c.edgeKey(id)) // another key: on a Redis Cluster, perhaps another node
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		c.errs.Inc()
