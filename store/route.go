@@ -93,10 +93,9 @@ func (s *core) txOn(ctx context.Context, op string, sh topology.Shard, fn func(t
 	if err := fn(t); err != nil {
 		return classify(op, sh, err)
 	}
-	if err := t.Commit(ctx); err != nil { // with the statements queued to go with a next one
+	if err := c.Commit(ctx, t); err != nil { // with the statements queued, and the GTID when the token wants it
 		return classify(op, sh, err)
 	}
-	c.Committed(ctx) // replica hook
 	if touched := t.Touched(); token != 0 && len(touched) > 0 {
 		s.objects.invalidate(ctx, sh.DB, touched, token) // before the write is acknowledged
 	}

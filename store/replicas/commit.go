@@ -2,9 +2,11 @@ package replicas
 
 import (
 	"context"
+	"database/sql"
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/pinstore/pinstore/store/shardsql"
 	"github.com/pinstore/pinstore/store/topology"
 )
 
@@ -32,21 +34,24 @@ func Begin(ctx context.Context, h *topology.Host) (*Commit, error) {
 // Conn is the connection the transaction runs on.
 func (c *Commit) Conn() *sqlx.Conn { return c.conn }
 
-// Committed notes the GTID of the transaction just committed in the
-// request's token. A failure to read it leaves the token without it: the
-// write stands, and a read with the token may then be served by a replica
-// that lacks it only within the lag bound (Tracker).
-func (c *Commit) Committed(ctx context.Context) {
+// Commit commits tx, the transaction begun on c's connection, and notes
+// its GTID in the request's token when the token wants it: read in the
+// commit's own round trip (the SELECT goes after the COMMIT in its text).
+// A failure to read it leaves the token without it: the write stands, and
+// a read with the token may then be served by a replica that lacks it only
+// within the lag bound (Tracker).
+func (c *Commit) Commit(ctx context.Context, tx *shardsql.Tx) error {
 	if !c.gtid {
-		return
+		return tx.Commit(ctx)
 	}
-	var last string
-	if err := c.conn.QueryRowxContext(context.WithoutCancel(ctx), "SELECT @@last_gtid").Scan(&last); err != nil {
-		return
+	var last sql.NullString
+	if err := tx.CommitReading(ctx, "SELECT @@last_gtid", &last); err != nil {
+		return err
 	}
-	if p, err := ParsePos(last); err == nil {
+	if p, err := ParsePos(last.String); err == nil {
 		note(ctx, c.host, p)
 	}
+	return nil
 }
 
 // Close gives the connection back to the pool.

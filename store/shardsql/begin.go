@@ -102,6 +102,34 @@ func (t *Tx) Commit(ctx context.Context) error {
 	return nil
 }
 
+// CommitReading is Commit with query, a read of one row, sent after the
+// COMMIT in the same text, its columns scanned into dest: what the
+// session knows of the transaction just committed (its GTID), a read that
+// fails only with its connection. A row that does not scan leaves dest as
+// it was; the commit stands.
+func (t *Tx) CommitReading(ctx context.Context, query string, dest ...any) error {
+	if t.state == txDone {
+		return errTxDone
+	}
+	t.queueMarks()
+	if t.queued.Len() > 0 {
+		t.queued.WriteString("; ")
+	}
+	t.queued.WriteString("COMMIT; ")
+	t.queued.WriteString(query)
+	q, a := t.take()
+	rows, err := t.conn.QueryContext(ctx, q, a...)
+	if err != nil {
+		return err // the COMMIT or a statement before it failed
+	}
+	defer rows.Close()
+	t.state = txDone
+	if rows.Next() {
+		_ = rows.Scan(dest...)
+	}
+	return nil
+}
+
 // Rollback ends a transaction that did not commit, and gives back a
 // connection BeginOn took; after Commit it only does the latter. A
 // connection whose ROLLBACK fails is closed, not pooled.

@@ -245,3 +245,55 @@ func TestTxIsolationLevel(t *testing.T) {
 		t.Fatal("an isolation level Begin does not set was taken")
 	}
 }
+
+// CommitReading commits and reads what the session then knows in the same
+// round trip: the read runs after the COMMIT.
+func TestTxCommitReading(t *testing.T) {
+	pool, db := txDB(t)
+	if err := pool.PingContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := shardsql.BeginOn(ctx, pool, sql.LevelDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := shardsql.DeleteOutbox(ctx, tx, db, []uint64{5}, false); err != nil { // queued
+		t.Fatal(err)
+	}
+	before := sent.Load()
+	open := -1
+	if err := tx.CommitReading(ctx, "SELECT @@in_transaction", &open); err != nil {
+		t.Fatal(err)
+	}
+	if got := sent.Load() - before; got != 1 {
+		t.Fatalf("the commit and its read took %d round trips, want 1", got)
+	}
+	if open != 0 {
+		t.Fatalf("@@in_transaction read with the commit = %d: the read ran before the COMMIT", open)
+	}
+
+	// A statement of the text that fails: no commit, an error, nothing read.
+	tx2, err := shardsql.BeginOn(ctx, pool, sql.LevelDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx2.Rollback()
+	if _, err := tx2.ExecContext(ctx, "INSERT INTO "+db.Name+".user_feed (from_id, to_id, sequence, author_id) VALUES (5, 10, 1, 7)"); err != nil {
+		t.Fatal(err)
+	}
+	if err := shardsql.DeleteOutbox(ctx, tx2, shardsql.DB{N: db.N, Name: db.Name + "_missing"}, []uint64{1}, false); err != nil {
+		t.Fatal(err)
+	}
+	open = -1
+	if err := tx2.CommitReading(ctx, "SELECT @@in_transaction", &open); err == nil {
+		t.Fatal("the commit of a failing text returned no error")
+	}
+	tx2.Rollback()
+	if open != -1 {
+		t.Fatalf("a failed commit read %d", open)
+	}
+	if got := feedRows(t, pool, db, 5); got != 0 {
+		t.Fatalf("%d rows after a failed commit, want 0", got)
+	}
+}
