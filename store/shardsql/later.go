@@ -11,7 +11,7 @@ import (
 // a count's upsert, a cache_outbox mark) need not cost a round trip of
 // its own: the helpers of this package queue it on the *Tx (later), and
 // it goes to the server with the next statement the transaction sends,
-// as one multi-statement text, or with Flush before the commit. Order is
+// as one multi-statement text, or with the COMMIT (begin.go). Order is
 // kept: every statement of the *Tx sends the queue first, and the server
 // runs a text's statements in order, stopping at the first that fails,
 // whose error is then the error of the statement sent with it (and the
@@ -64,23 +64,6 @@ func (t *Tx) take() (string, []any) {
 		t.state = txOpen
 	}
 	return q, a
-}
-
-// Flush sends the queued statements, with the cache_outbox marks, if any
-// but the START TRANSACTION: where a statement's effect must be on the
-// server before something outside the transaction happens. Commit sends
-// them anyway.
-func (t *Tx) Flush(ctx context.Context) error {
-	if t.state == txDone {
-		return errTxDone
-	}
-	t.queueMarks()
-	if t.queued.Len() == 0 || t.state == txQueued && t.onlyBegin() {
-		return nil
-	}
-	q, a := t.take()
-	_, err := t.conn.ExecContext(ctx, q, a...)
-	return err
 }
 
 // ExecContext runs query after the queued statements, in one round trip;

@@ -52,7 +52,7 @@ type cacheMarks struct {
 // cached copies of the objects its statements change must go; token names
 // this transaction's rows, so that only its own invalidation clears them
 // (a later transaction's rows replace them). The rows of every object a
-// statement changed go to the server with Flush, before the commit, in
+// statement changed go to the server with the COMMIT, before it, in
 // one statement queued after the others (later.go): no statement can
 // change an object and leave it unmarked, the marks cost no round trip of
 // their own when other statements are queued, and a mark's row lock is
