@@ -159,7 +159,7 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 			}
 		}
 	}()
-	cand, err := choose(opt.Host, opt.To, servers)
+	cand, err := choose(opt.Host, opt.To, servers, master != nil)
 	if err != nil {
 		return rep, err
 	}
@@ -326,9 +326,12 @@ func join(a, b string) string {
 }
 
 // choose picks the replica to promote: to, or the one that holds the
-// most. It refuses one that may not be promoted, or that lacks what
-// another holds.
-func choose(host, to string, servers []*server) (*server, error) {
+// most. It refuses one that may not be promoted, or, when the master is
+// gone (masterUp false), one that lacks what another holds. While the
+// master answers, a candidate a few transactions behind another replica
+// loses nothing: its I/O thread is running (probeReplicas), and the
+// promotion waits until it has applied all the fenced master had.
+func choose(host, to string, servers []*server, masterUp bool) (*server, error) {
 	var cand *server
 	if to != "" {
 		for _, s := range servers {
@@ -357,7 +360,7 @@ func choose(host, to string, servers []*server) (*server, error) {
 		return nil, model.Errorf(model.EConflict, "refused to promote %s: %s", cand.addr, cand.why)
 	}
 	for _, s := range servers {
-		if s != cand && s.err == nil && !cand.has.Covers(s.has) {
+		if !masterUp && s != cand && s.err == nil && !cand.has.Covers(s.has) {
 			return nil, model.Errorf(model.EConflict, "refused to promote %s: it is behind: it holds %s, but %s holds %s (%d transactions more); promoting it would lose them",
 				cand.addr, orNone(cand.has.String()), s.addr, s.has.String(), cand.has.Behind(s.has))
 		}
