@@ -39,6 +39,13 @@ func appendObject(b []byte, o model.Object) ([]byte, error) {
 	if out, ok := spliceObject(b, o); ok {
 		return out, nil
 	}
+	return appendCanonical(b, o)
+}
+
+// appendCanonical is appendObject's slow path, apart so that the fast
+// one stays as small as it was: o's document made canonical, then
+// spliced.
+func appendCanonical(b []byte, o model.Object) ([]byte, error) {
 	c, err := canonical(o)
 	if err != nil {
 		return b, err
