@@ -30,11 +30,11 @@ func stored(t testing.TB, typ idcodec.Type, doc model.Doc) model.Object {
 	}
 }
 
-// slowWire is the reference: the wire form through Payload and
+// slowWire is the reference: the wire form through referencePayload and
 // encoding/json.
 func slowWire(t testing.TB, o model.Object) any {
 	t.Helper()
-	p, err := Payload(o)
+	p, err := referencePayload(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func BenchmarkPage50(b *testing.B) {
 		for b.Loop() {
 			items := make([]any, len(objs))
 			for i, o := range objs {
-				items[i], _ = Payload(o)
+				items[i], _ = referencePayload(o)
 			}
 			out, _ := json.Marshal(struct {
 				Items []any `json:"items"`
@@ -243,7 +243,7 @@ func BenchmarkPage50(b *testing.B) {
 	})
 }
 
-// FuzzAppendObject checks the fast path against Payload for documents
+// FuzzAppendObject checks the fast path against referencePayload for documents
 // built from arbitrary field values, as the store would write them.
 func FuzzAppendObject(f *testing.F) {
 	f.Add(uint8(1), "alice", "Alice A.", `{"k":"v"}`, uint64(9), uint64(10))
@@ -276,4 +276,30 @@ func FuzzAppendObject(f *testing.F) {
 		}
 		checkWire(t, stored(t, ty, doc), true)
 	})
+}
+
+// TestEveryTypeIsWrittenFromItsDeclaration: for every declared type, the
+// document the store writes takes the splice path (its wire fields fit),
+// and an object in any other form, once made canonical, comes out as the
+// typed reference and as Payload says.
+func TestEveryTypeIsWrittenFromItsDeclaration(t *testing.T) {
+	for _, typ := range model.ObjectTypes() {
+		decl, _ := model.TypeOf(typ)
+		if len(decl.Wire) > maxWireFields {
+			t.Fatalf("%s has %d wire fields, more than the splice path's %d", typ, len(decl.Wire), maxWireFields)
+		}
+		d := decl.New()
+		d.SetActive(true)
+		o := stored(t, typ, d)
+		checkWire(t, o, true)
+		o.Doc = append([]byte("{ "), o.Doc[1:]...) // not compact: canonical first
+		checkWire(t, o, false)
+		p, err := Payload(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, _ := appendObject(nil, o); string(p) != string(out) {
+			t.Fatalf("%s: Payload %s, appendObject %s", typ, p, out)
+		}
+	}
 }

@@ -5,8 +5,9 @@ import "github.com/pinstore/pinstore/idcodec"
 // ObjectType declares one object type: what every package that stores,
 // checks, patches, counts, hides or writes objects needs to know of it.
 // The type's id and name are idcodec's; its document is a Go struct in
-// model.go; what is not data (how the API renders it, what its delete
-// unlinks) is a row keyed by the type in the package that does it.
+// model.go. What its delete removes follows from Members, Cascades and
+// Drains; only product rules beyond them (saves, usernames, a section's
+// pins staying on their board) are hooks keyed by the type in store.
 type ObjectType struct {
 	Table    string      // its table in every shard database
 	New      func() Doc  // an empty document of it
@@ -26,6 +27,38 @@ type ObjectType struct {
 	// its board's secret flag (every change of the flag rewrites the
 	// objects on it); 0 for a type that does not inherit it.
 	SecretFrom Mapping
+	// Members are the lists an object is on, each kept on the object's
+	// own shard (a pin's board's, owner's and section's lists): deleting
+	// the object takes it off each in the delete's transaction, and a
+	// secret object off the list's count of secret entries (when its
+	// owner counts them, SecretCounted).
+	Members []Member
+	// Cascades are lists of the object's own (on its shard, no inverse)
+	// whose objects are deleted with it, in the same transaction, as if
+	// each were deleted by itself; the list goes too (a board's pins and
+	// sections).
+	Cascades []Mapping
+	// Drains are lists of the object's own that its delete empties once
+	// it has committed (marked in the transaction, so a crash never
+	// leaves one half done): a list with an inverse loses each pair with
+	// its other side (a pin's likers and saves, a user's follows and
+	// likes); a list without one has its objects deleted (a user's
+	// boards).
+	Drains []Mapping
+}
+
+// Member is a list an object is on: List, whose From object is the one
+// Of names in the object's document (0: on no such list, as a pin in no
+// section).
+type Member struct {
+	List Mapping
+	Of   func(Doc) ID
+}
+
+// RefMember is the list m, whose From object is the document's Refs()[i]
+// (a pin's board is its Refs()[0]).
+func RefMember(m Mapping, i int) Member {
+	return Member{m, func(d Doc) ID { return d.Refs()[i] }}
 }
 
 // WireField is one documented member of a type's wire form.
@@ -35,7 +68,9 @@ type WireField struct {
 }
 
 // The object types, by idcodec type. A new type is its idcodec constant
-// and name, its document struct, a row here, its migration and routes.
+// and name, its document struct, a row here, its migration and routes;
+// a new list is a row in mapping.go and, in the row of the type it lists,
+// a Member (and in its owner's, a Cascade or Drain if it is emptied).
 var objectTypes = [...]ObjectType{
 	idcodec.TypeUser: {
 		Table:         "users",
@@ -45,6 +80,7 @@ var objectTypes = [...]ObjectType{
 		Counted:       []Mapping{UserFollowers, UserFollowing, UserBoards, UserPins},
 		SecretCounted: []Mapping{UserBoards, UserPins},
 		Owner:         -1,
+		Drains:        []Mapping{UserFollowing, UserFollowers, UserLikes, UserBoards},
 	},
 	idcodec.TypeBoard: {
 		Table:    "boards",
@@ -53,6 +89,8 @@ var objectTypes = [...]ObjectType{
 		Editable: []string{"name", "description", "data", "secret"},
 		Counted:  []Mapping{BoardPins, BoardSections},
 		Owner:    0,
+		Members:  []Member{RefMember(UserBoards, 0)},
+		Cascades: []Mapping{BoardPins, BoardSections},
 	},
 	idcodec.TypePin: {
 		Table:      "pins",
@@ -62,6 +100,9 @@ var objectTypes = [...]ObjectType{
 		Counted:    []Mapping{PinLikers, PinComments, PinSaves},
 		Owner:      1,
 		SecretFrom: BoardPins,
+		Members: []Member{RefMember(BoardPins, 0), RefMember(UserPins, 1),
+			{SectionPins, func(d Doc) ID { return d.(*PinDoc).SectionID }}},
+		Drains: []Mapping{PinLikers, PinSaves},
 	},
 	idcodec.TypeComment: {
 		Table:    "comments",
@@ -69,6 +110,7 @@ var objectTypes = [...]ObjectType{
 		Wire:     []WireField{{"pin_id", ""}, {"author_id", ""}, {"text", ""}, {"data", "{}"}},
 		Editable: []string{"text", "data"},
 		Owner:    -1,
+		Members:  []Member{RefMember(PinComments, 0)},
 	},
 	idcodec.TypeSection: {
 		Table:      "sections",
@@ -78,6 +120,7 @@ var objectTypes = [...]ObjectType{
 		Counted:    []Mapping{SectionPins},
 		Owner:      1,
 		SecretFrom: BoardSections,
+		Members:    []Member{RefMember(BoardSections, 0)},
 	},
 }
 

@@ -85,3 +85,64 @@ func TestViewerEdges(t *testing.T) {
 		t.Error("viewer edge names differ from the wire's")
 	}
 }
+
+// TestDeleteDeclarations checks what the declarations say a delete
+// removes: every list without an inverse is left by its objects' delete
+// (a Member of the type it lists, on that object's shard), a cascade lists
+// objects that leave it, and every list with an inverse is drained by its
+// owner's delete, but a save's link to its source, which the saves rule
+// settles.
+func TestDeleteDeclarations(t *testing.T) {
+	member := map[Mapping]idcodec.Type{}
+	for _, typ := range ObjectTypes() {
+		d, _ := TypeOf(typ)
+		for _, mb := range d.Members {
+			if mb.List.To() != typ || !mb.List.Colocated() || mb.Of == nil {
+				t.Errorf("%s is a member of %s, which does not list it on its shard", typ, mb.List)
+			}
+			if _, dup := member[mb.List]; dup {
+				t.Errorf("%s: %s declared twice", typ, mb.List)
+			}
+			member[mb.List] = typ
+		}
+		for _, m := range d.Cascades {
+			if m.From() != typ || !m.Colocated() {
+				t.Errorf("%s cascades to %s, not a list of its own on its shard", typ, m)
+			}
+		}
+		for _, m := range d.Drains {
+			if m.From() != typ || slices.Contains(d.Cascades, m) {
+				t.Errorf("%s drains %s, not a list of its own or already a cascade", typ, m)
+			}
+		}
+	}
+	drained := map[Mapping]bool{}
+	for _, typ := range ObjectTypes() {
+		d, _ := TypeOf(typ)
+		for _, m := range d.Drains {
+			drained[m] = true
+		}
+	}
+	for _, m := range Mappings() {
+		if _, paired := m.Inverse(); !paired {
+			if member[m] != m.To() {
+				t.Errorf("%s: no delete of a %s takes it off the list", m, m.To())
+			}
+		} else if !drained[m] && m != PinSavedFrom {
+			t.Errorf("%s has an inverse but no delete drains it", m)
+		}
+	}
+	// The pin's declaration, as the delete reads it.
+	pin, _ := TypeOf(idcodec.TypePin)
+	doc := &PinDoc{BoardID: 11, OwnerID: 12, SectionID: 13}
+	var got []ID
+	for _, mb := range pin.Members {
+		got = append(got, mb.Of(doc))
+	}
+	if !slices.Equal(got, []ID{11, 12, 13}) || !slices.Equal(pin.Drains, []Mapping{PinLikers, PinSaves}) {
+		t.Errorf("a pin's delete leaves lists of %v and drains %v; want its board, owner and section, and its likers and saves", got, pin.Drains)
+	}
+	if board, _ := TypeOf(idcodec.TypeBoard); !slices.Equal(board.Cascades, []Mapping{BoardPins, BoardSections}) {
+		t.Errorf("a board's delete cascades to %v, want its pins then its sections", board.Cascades)
+	}
+}

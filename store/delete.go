@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
@@ -11,17 +12,19 @@ import (
 )
 
 // Delete soft-deletes the object (active: false in its document, version
-// +1) and takes it out of every list:
-//   - a pin leaves its board's and owner's lists in the same shard
-//     transaction, then every liker's likes;
-//   - a pin also leaves its section's list;
-//   - a board leaves its owner's list, and its pins and sections are
-//     deleted with it in the same transaction;
-//   - a section leaves its board's list; its pins stay on the board, in
-//     no section (sections.go);
-//   - a comment leaves its pin's list;
-//   - a user leaves every follow list, both ways, and their likes go; their
-//     boards (and pins) are deleted.
+// +1) and takes it out of every list, as its type declares
+// (model.ObjectType):
+//   - in the delete's shard transaction it leaves each list it is a
+//     member of (a pin its board's, owner's and section's, a board its
+//     owner's, a section its board's, a comment its pin's), and a secret
+//     one its owner's count of secret entries;
+//   - the objects of the lists it cascades to are deleted in the same
+//     transaction, each as if by itself (a board's pins and sections);
+//   - the lists it drains are emptied after the commit (a pin's likers and
+//     saves, a user's follows both ways, likes and boards);
+//   - the product rules beyond those run in the transaction too
+//     (deleteRules: a pin's save and feed rows, a section's pins staying
+//     on the board, a user's name).
 //
 // Cross-shard removals run after the object's own transaction has
 // committed; lists also skip objects that are no longer live, so a crash
@@ -36,7 +39,7 @@ func (s *Objects) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVer
 	if err != nil {
 		return err
 	}
-	if int(typ) >= len(unlinkers) || unlinkers[typ] == nil {
+	if _, ok := model.TypeOf(typ); !ok {
 		return model.Wrap(op, model.EInvalid, "objects of type "+typ.String()+" cannot be deleted", nil)
 	}
 	var e deleted
@@ -49,11 +52,8 @@ func (s *Objects) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVer
 		if err != nil {
 			return err
 		}
-		if err := unlinkers[typ](ctx, tx, op, sh, id, d, &e); err != nil {
+		if err := unlink(ctx, tx, op, sh, typ, id, d, &e); err != nil {
 			return err
-		}
-		for _, pin := range e.pins {
-			e.drains = append(e.drains, drainMark(model.PinLikers, pin), drainMark(model.PinSaves, pin))
 		}
 		at := shardsql.Now()
 		for _, p := range e.drains {
@@ -91,70 +91,99 @@ func (s *Objects) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVer
 // deleted is what a delete's transaction leaves to do once it has
 // committed.
 type deleted struct {
-	pins            []uint64        // pins deleted whose likes must go
+	pins            []uint64        // pins deleted, whose feed rows and cached owners must go
 	owner           uint64          // their owner, whose followers' feeds hold them
 	username        string          // a deleted user's name, to release
 	drains, settles []shardsql.Pair // lists to empty; saves whose source's list must lose them
 }
 
-// An unlinker takes a deleted object of one type (id, its last live
-// document d) out of its lists inside the delete's transaction, and
-// records in e what must follow the commit.
-type unlinker func(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, id uint64, d model.Doc, e *deleted) error
-
-// unlinkers lists, per type, what deleting an object of it does (Delete).
-var unlinkers = [...]unlinker{
-	idcodec.TypePin:   unlinkPin,
-	idcodec.TypeBoard: unlinkBoard,
-	idcodec.TypeSection: func(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, id uint64, d model.Doc, _ *deleted) error {
-		return dropSection(ctx, tx, op, sh, d.(*model.SectionDoc), id)
-	},
-	idcodec.TypeComment: func(ctx context.Context, tx *shardsql.Tx, _ string, sh topology.Shard, id uint64, d model.Doc, _ *deleted) error {
-		_, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.PinComments, uint64(d.(*model.CommentDoc).PinID), id)
-		return err
-	},
-	idcodec.TypeUser: func(_ context.Context, _ *shardsql.Tx, _ string, _ topology.Shard, id uint64, d model.Doc, e *deleted) error {
-		e.username = d.(*model.UserDoc).Username
-		for _, m := range []model.Mapping{model.UserFollowing, model.UserFollowers, model.UserLikes, model.UserBoards} {
-			e.drains = append(e.drains, drainMark(m, id))
+// unlink takes a deleted object (id, of type typ; d its last live
+// document) out of its lists inside the delete's transaction, as its type
+// declares: off the lists it is a member of, its cascades' objects
+// deleted, its drains recorded in e, and its type's product rule
+// (deleteRules) applied.
+func unlink(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, typ idcodec.Type, id uint64, d model.Doc, e *deleted) error {
+	t, ok := model.TypeOf(typ)
+	if !ok {
+		return model.Wrap(op, model.EInternal, "undeclared type "+typ.String(), nil)
+	}
+	secret := model.FlagsOf(d).Secret()
+	for _, mb := range t.Members {
+		from := uint64(mb.Of(d))
+		if from == 0 {
+			continue
 		}
+		removed, err := shardsql.RemoveEdge(ctx, tx, sh.DB, mb.List, from, id)
+		if err != nil {
+			return err
+		}
+		if removed && secret && slices.Contains(model.SecretCounted(mb.List.From()), mb.List) {
+			if err := shardsql.AddSecret(ctx, tx, sh.DB, mb.List, from, -1); err != nil {
+				return err
+			}
+		}
+	}
+	if rule := deleteRules[typ]; rule != nil {
+		if err := rule(ctx, tx, op, sh, id, d, e); err != nil {
+			return err
+		}
+	}
+	for _, m := range t.Cascades {
+		entries, err := shardsql.ReadAllEntries(ctx, tx, sh.DB, m, id)
+		if err != nil {
+			return err
+		}
+		for _, en := range entries {
+			cd, err := markDeleted(ctx, tx, op, sh, m.To(), idcodec.LocalOf(en.To), 0)
+			if model.IsCode(err, model.ENotFound) {
+				continue // already deleted, only still listed: the list goes below
+			}
+			if err != nil {
+				return err
+			}
+			if err := unlink(ctx, tx, op, sh, m.To(), en.To, cd, e); err != nil {
+				return err
+			}
+		}
+		if err := shardsql.RemoveList(ctx, tx, sh.DB, m, id); err != nil {
+			return err
+		}
+	}
+	for _, m := range t.Drains {
+		e.drains = append(e.drains, drainMark(m, id))
+	}
+	return nil
+}
+
+// A deleteRule is a product rule that deleting an object of one type
+// follows beyond what its declaration says (unlink): it runs inside the
+// delete's transaction, given the object's last live document d, and
+// records in e what must follow the commit.
+type deleteRule func(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, id uint64, d model.Doc, e *deleted) error
+
+// deleteRules lists, per type, its delete's product rule, if any.
+var deleteRules = [model.TypeSlots]deleteRule{
+	idcodec.TypePin:     pinDeleted,
+	idcodec.TypeSection: keepSectionPins,
+	idcodec.TypeUser: func(_ context.Context, _ *shardsql.Tx, _ string, _ topology.Shard, _ uint64, d model.Doc, e *deleted) error {
+		e.username = d.(*model.UserDoc).Username // released once the delete has committed
 		return nil
 	},
 }
 
-// unlinkPin takes a deleted pin out of its board's, owner's and section's
-// lists and its source's saves.
-func unlinkPin(ctx context.Context, tx *shardsql.Tx, _ string, sh topology.Shard, id uint64, doc model.Doc, e *deleted) error {
+// pinDeleted is a deleted pin's product rule: a save leaves its source's
+// saves (unsave), and the removal of its feed rows is recorded as due
+// (fanout): durable until they have gone, and a sweep must not fan the
+// pin out again.
+func pinDeleted(ctx context.Context, tx *shardsql.Tx, _ string, sh topology.Shard, id uint64, doc model.Doc, e *deleted) error {
 	d := doc.(*model.PinDoc)
 	e.pins, e.owner = append(e.pins, id), uint64(d.OwnerID)
-	var err error
-	if e.settles, err = unsave(ctx, tx, sh, d, id); err != nil {
-		return err
-	}
-	if err := unlistPin(ctx, tx, sh, uint64(d.BoardID), e.owner, id, d.Secret); err != nil {
-		return err
-	}
-	return unsection(ctx, tx, sh, d, id)
-}
-
-// unlinkBoard takes a deleted board out of its owner's list and deletes
-// its pins and sections.
-func unlinkBoard(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, id uint64, doc model.Doc, e *deleted) error {
-	d := doc.(*model.BoardDoc)
-	removed, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserBoards, uint64(d.OwnerID), id)
+	settles, err := unsave(ctx, tx, sh, d, id)
 	if err != nil {
 		return err
 	}
-	if removed && d.Secret {
-		if err := shardsql.AddSecret(ctx, tx, sh.DB, model.UserBoards, uint64(d.OwnerID), -1); err != nil {
-			return err
-		}
-	}
-	e.owner = uint64(d.OwnerID)
-	if e.pins, e.settles, err = deleteBoardPins(ctx, tx, op, sh, id, e.owner, d.Secret); err != nil {
-		return err
-	}
-	return deleteBoardSections(ctx, tx, op, sh, id)
+	e.settles = append(e.settles, settles...)
+	return shardsql.MarkOutboxRemove(ctx, tx, sh.DB, id, e.owner)
 }
 
 // drainMark is the pair_outbox mark of "empty the list m of obj": to_id 0,
@@ -166,17 +195,17 @@ func drainMark(m model.Mapping, obj uint64) shardsql.Pair {
 // drainList empties the list a drain mark names, then deletes the mark:
 // every pair of a list with an inverse (a pin's likers and saves, a
 // user's follows both ways and likes) is removed with its other side, as
-// the lists' declarations pair them; for a user's boards, every board is
-// deleted. Running it again is harmless.
+// the lists' declarations pair them; every object of a list without one
+// (a user's boards) is deleted. Running it again is harmless.
 func (s *Objects) drainList(ctx context.Context, op string, p shardsql.Pair) error {
 	var err error
 	inv, paired := p.M.Inverse()
 	switch {
-	case p.M == model.UserBoards:
-		err = s.deleteBoardsOf(ctx, op, p.From)
-	case paired && p.M.Forward(): // a user's follows or likes: each pair as it is
+	case !paired:
+		err = s.deleteListed(ctx, op, p.M, p.From)
+	case p.M.Forward(): // a user's follows or likes: each pair as it is
 		err = s.drain(ctx, op, p.M, p.From, p.M, false)
-	case paired: // a pin's likers or saves, a user's followers: each pair as its forward side
+	default: // a pin's likers or saves, a user's followers: each pair as its forward side
 		// (a save stays, with its own content; only the pair goes)
 		err = s.drain(ctx, op, p.M, p.From, inv, true)
 	}
@@ -190,56 +219,6 @@ func (s *Objects) drainList(ctx context.Context, op string, p shardsql.Pair) err
 	return s.inRetryTx(ctx, op, sh, func(tx *shardsql.Tx) error {
 		return shardsql.UnmarkPair(ctx, tx, sh.DB, p)
 	})
-}
-
-// unlistPin takes a deleted pin off its board's and owner's lists (and,
-// a secret pin, off its owner's count of secret pins) and records the
-// removal of its feed rows as due (fanout): durable until they have gone,
-// and a sweep must not fan the pin out again.
-func unlistPin(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, board, owner, pin uint64, secret bool) error {
-	if _, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.BoardPins, board, pin); err != nil {
-		return err
-	}
-	removed, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserPins, owner, pin)
-	if err != nil {
-		return err
-	}
-	if removed && secret {
-		if err := shardsql.AddSecret(ctx, tx, sh.DB, model.UserPins, owner, -1); err != nil {
-			return err
-		}
-	}
-	return shardsql.MarkOutboxRemove(ctx, tx, sh.DB, pin, owner)
-}
-
-// deleteBoardPins soft-deletes every pin of a board inside the board's
-// delete transaction (board, pins and both their lists share one shard),
-// and returns them and the save pairs to settle (unsave). secret is the
-// board's flag, which each of its pins carries.
-func deleteBoardPins(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, board, owner uint64, secret bool) (pins []uint64, settles []shardsql.Pair, err error) {
-	entries, err := shardsql.ReadAllEntries(ctx, tx, sh.DB, model.BoardPins, board)
-	if err != nil {
-		return nil, nil, err
-	}
-	pins = make([]uint64, 0, len(entries))
-	for _, e := range entries {
-		d, err := markDeleted(ctx, tx, op, sh, idcodec.TypePin, idcodec.LocalOf(e.To), 0)
-		if err != nil && !model.IsCode(err, model.ENotFound) {
-			return nil, nil, err
-		}
-		if d != nil {
-			ps, err := unsave(ctx, tx, sh, d.(*model.PinDoc), e.To)
-			if err != nil {
-				return nil, nil, err
-			}
-			settles = append(settles, ps...)
-		}
-		if err := unlistPin(ctx, tx, sh, board, owner, e.To, secret); err != nil {
-			return nil, nil, err
-		}
-		pins = append(pins, e.To)
-	}
-	return pins, settles, nil
 }
 
 // drain removes every pair of obj's list m (with its other side), in pages.
@@ -276,20 +255,22 @@ func (s *Objects) listRaw(ctx context.Context, op string, m model.Mapping, from 
 	return e, classify(op, sh, err)
 }
 
-// deleteBoardsOf deletes every board of a deleted user (and so their pins).
-func (s *Objects) deleteBoardsOf(ctx context.Context, op string, user uint64) error {
+// deleteListed deletes every object of from's list m, a list without an
+// inverse that a deleted object drains (a user's boards, and so their
+// pins); each delete takes its object off the list.
+func (s *Objects) deleteListed(ctx context.Context, op string, m model.Mapping, from uint64) error {
 	for {
-		boards, err := s.listRaw(ctx, op, model.UserBoards, user, 100)
-		if err != nil || len(boards) == 0 {
+		objs, err := s.listRaw(ctx, op, m, from, 100)
+		if err != nil || len(objs) == 0 {
 			return err
 		}
-		for _, b := range boards {
-			err := s.Delete(ctx, b.To, idcodec.TypeBoard, 0)
+		for _, o := range objs {
+			err := s.Delete(ctx, o.To, m.To(), 0)
 			if model.IsCode(err, model.ENotFound) {
 				// Already deleted but still listed: take it off the list.
-				sh, _, _ := s.route(op, user, idcodec.TypeUser)
+				sh, _, _ := s.route(op, from, m.From())
 				err = s.inRetryTx(ctx, op, sh, func(tx *shardsql.Tx) error {
-					_, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.UserBoards, user, b.To)
+					_, err := shardsql.RemoveEdge(ctx, tx, sh.DB, m, from, o.To)
 					return err
 				})
 			}

@@ -339,10 +339,11 @@ func TestRepairFeeds(t *testing.T) {
 	doomed := want[1]
 	ash, _, _ := s.route("test", a, idcodec.TypeUser)
 	if err := s.inTx(ctx, "test", ash, func(tx *shardsql.Tx) error { // the pin's own delete, without the queue
-		if _, err := markDeleted(ctx, tx, "test", ash, idcodec.TypePin, idcodec.LocalOf(doomed), 0); err != nil {
+		d, err := markDeleted(ctx, tx, "test", ash, idcodec.TypePin, idcodec.LocalOf(doomed), 0)
+		if err != nil {
 			return err
 		}
-		return unlistPin(ctx, tx, ash, ba, a, doomed, false)
+		return unlink(ctx, tx, "test", ash, idcodec.TypePin, doomed, d, new(deleted))
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -207,10 +207,11 @@ func TestInterruptedDeleteIsDrainedBySweep(t *testing.T) {
 	}
 	sh, local, _ := s.route("test", pin, idcodec.TypePin)
 	if err := s.inTx(ctx, "test", sh, func(tx *shardsql.Tx) error { // Delete's own transaction, and no more
-		if _, err := markDeleted(ctx, tx, "test", sh, idcodec.TypePin, local, 0); err != nil {
+		d, err := markDeleted(ctx, tx, "test", sh, idcodec.TypePin, local, 0)
+		if err != nil {
 			return err
 		}
-		if err := unlistPin(ctx, tx, sh, board, owner, pin, false); err != nil {
+		if err := unlink(ctx, tx, "test", sh, idcodec.TypePin, pin, d, new(deleted)); err != nil {
 			return err
 		}
 		return shardsql.MarkPair(ctx, tx, sh.DB, drainMark(model.PinLikers, pin), shardsql.Now())

@@ -178,14 +178,11 @@ func unsection(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, pd *mode
 	return err
 }
 
-// dropSection takes a deleted section off its board's list and its pins
-// out of it, inside the section's delete transaction: they stay on the
-// board, their documents name no section, and the section's list and
-// count go.
-func dropSection(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, d *model.SectionDoc, section uint64) error {
-	if _, err := shardsql.RemoveEdge(ctx, tx, sh.DB, model.BoardSections, uint64(d.BoardID), section); err != nil {
-		return err
-	}
+// keepSectionPins is a deleted section's product rule: its pins stay on
+// the board, out of any section (their documents name none), inside the
+// section's delete transaction; the section's list and count go. In a
+// board's delete its pins are gone first, so nothing is left to rewrite.
+func keepSectionPins(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, section uint64, _ model.Doc, _ *deleted) error {
 	_, err := rewriteList(ctx, tx, op, sh, model.SectionPins, section, shardsql.Now(), func(doc model.Doc) bool {
 		pd := doc.(*model.PinDoc)
 		if uint64(pd.SectionID) != section {
@@ -198,25 +195,6 @@ func dropSection(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Sh
 		return err
 	}
 	return shardsql.RemoveList(ctx, tx, sh.DB, model.SectionPins, section)
-}
-
-// deleteBoardSections soft-deletes every section of a board inside the
-// board's delete transaction (its pins are deleted there too) and empties
-// their lists and the board's.
-func deleteBoardSections(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, board uint64) error {
-	entries, err := shardsql.ReadAllEntries(ctx, tx, sh.DB, model.BoardSections, board)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if _, err := markDeleted(ctx, tx, op, sh, idcodec.TypeSection, idcodec.LocalOf(e.To), 0); err != nil && !model.IsCode(err, model.ENotFound) {
-			return err
-		}
-		if err := shardsql.RemoveList(ctx, tx, sh.DB, model.SectionPins, e.To); err != nil {
-			return err
-		}
-	}
-	return shardsql.RemoveList(ctx, tx, sh.DB, model.BoardSections, board)
 }
 
 // rewriteList changes the documents of the live objects of from's list m
