@@ -172,8 +172,8 @@ func (s *core) resendPending(ctx context.Context) {
 }
 
 // cleanTaken deletes the cache_outbox rows of invalidations Redis took,
-// one statement per shard, one round trip per host. A failure leaves rows a sweep sends again,
-// which is harmless.
+// one statement per shard, one round trip per host. A failure leaves rows
+// a sweep sends again, which is harmless.
 func (s *core) cleanTaken(ctx context.Context) {
 	oc := s.objects
 	oc.mu.Lock()

@@ -90,11 +90,7 @@ func (t *Tx) Commit(ctx context.Context) error {
 		t.state = txDone
 		return nil
 	}
-	if t.queued.Len() > 0 {
-		t.queued.WriteString("; ")
-	}
-	t.queued.WriteString("COMMIT")
-	q, a := t.take()
+	q, a := t.commitText("")
 	if _, err := t.conn.ExecContext(ctx, q, a...); err != nil {
 		return err
 	}
@@ -111,13 +107,7 @@ func (t *Tx) CommitReading(ctx context.Context, query string, dest ...any) error
 	if t.state == txDone {
 		return errTxDone
 	}
-	t.queueMarks()
-	if t.queued.Len() > 0 {
-		t.queued.WriteString("; ")
-	}
-	t.queued.WriteString("COMMIT; ")
-	t.queued.WriteString(query)
-	q, a := t.take()
+	q, a := t.commitText("; " + query)
 	rows, err := t.conn.QueryContext(ctx, q, a...)
 	if err != nil {
 		return err // the COMMIT or a statement before it failed
@@ -128,6 +118,18 @@ func (t *Tx) CommitReading(ctx context.Context, query string, dest ...any) error
 		_ = rows.Scan(dest...)
 	}
 	return nil
+}
+
+// commitText empties the queue, with the cache_outbox marks, into one
+// text ending in the COMMIT and then tail.
+func (t *Tx) commitText(tail string) (string, []any) {
+	t.queueMarks()
+	if t.queued.Len() > 0 {
+		t.queued.WriteString("; ")
+	}
+	t.queued.WriteString("COMMIT")
+	t.queued.WriteString(tail)
+	return t.take()
 }
 
 // Rollback ends a transaction that did not commit, and gives back a
