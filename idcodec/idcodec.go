@@ -62,6 +62,17 @@ func (t Type) String() string {
 // names.
 func (t Type) Known() bool { return int(t) < len(typeNames) && typeNames[t] != "" }
 
+// TypeNames lists the names of the known types, in type order.
+func TypeNames() []string {
+	var names []string
+	for _, name := range typeNames {
+		if name != "" {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
 // ParseType returns the type named by s ("pin", "board", "user",
 // "comment", "section").
 func ParseType(s string) (Type, bool) {

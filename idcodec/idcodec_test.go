@@ -3,6 +3,7 @@ package idcodec
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -106,6 +107,9 @@ func TestParseType(t *testing.T) {
 		if !ok || typ.String() != name {
 			t.Fatalf("ParseType(%q) = %v, %v", name, typ, ok)
 		}
+	}
+	if got := strings.Join(TypeNames(), " "); got != "pin board user comment section" {
+		t.Fatalf("TypeNames() = %q", got)
 	}
 	if _, ok := ParseType("pins"); ok {
 		t.Fatal("ParseType accepted pins")

@@ -248,7 +248,8 @@ func runID(args []string, stdout, stderr io.Writer) error {
 	case "encode":
 		fs := newFlags("id encode", "id encode --shard S --type T --local L\n\nprints the ID with those parts", stderr)
 		shard := fs.Uint64("shard", 0, "shard (0-65535)")
-		typ := fs.String("type", "", "type: pin, board, user, comment, or its number")
+		names := strings.Join(idcodec.TypeNames(), ", ")
+		typ := fs.String("type", "", "type: "+names+", or its number")
 		local := fs.Uint64("local", 0, "local id (1 … 2^36-1)")
 		if err := parseFlags(fs, args[1:], stdout); err != nil {
 			return err
@@ -260,7 +261,7 @@ func runID(args []string, stdout, stderr io.Writer) error {
 		if !ok {
 			n, err := strconv.ParseUint(*typ, 10, 16)
 			if err != nil || !idcodec.Type(n).Known() {
-				return fmt.Errorf("--type %q: want pin, board, user, comment or 1-4", *typ)
+				return fmt.Errorf("--type %q: want one of %s, or a type's number", *typ, names)
 			}
 			t = idcodec.Type(n)
 		}
