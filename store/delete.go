@@ -107,18 +107,14 @@ func unlink(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, 
 	if !ok {
 		return model.Wrap(op, model.EInternal, "undeclared type "+typ.String(), nil)
 	}
-	secret := model.FlagsOf(d).Secret()
-	for _, mb := range t.Members {
-		from := uint64(mb.Of(d))
-		if from == 0 {
-			continue
-		}
-		removed, err := shardsql.RemoveEdge(ctx, tx, sh.DB, mb.List, from, id)
+	lists, secret := memberships(t, d) // members.go
+	for _, l := range lists {
+		removed, err := shardsql.RemoveEdge(ctx, tx, sh.DB, l.M, l.From, id)
 		if err != nil {
 			return err
 		}
-		if removed && secret && slices.Contains(model.SecretCounted(mb.List.From()), mb.List) {
-			if err := shardsql.AddSecret(ctx, tx, sh.DB, mb.List, from, -1); err != nil {
+		if removed && slices.Contains(secret, l) {
+			if err := shardsql.AddSecret(ctx, tx, sh.DB, l.M, l.From, -1); err != nil {
 				return err
 			}
 		}

@@ -66,19 +66,8 @@ func (s *Objects) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Ob
 			return model.Object{}, false, err
 		}
 		at := shardsql.Now()
-		obj, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeBoard, b, model.FlagsOf(&doc), at)
-		if err != nil {
-			return obj, false, err
-		}
-		if _, err = shardsql.AddEdge(ctx, tx, sh.DB, model.UserBoards, uint64(doc.OwnerID), obj.ID, shardsql.Sequence(at)); err != nil {
-			return obj, false, err
-		}
-		if doc.Secret {
-			if err := shardsql.AddSecret(ctx, tx, sh.DB, model.UserBoards, uint64(doc.OwnerID), 1); err != nil {
-				return obj, false, err
-			}
-		}
-		return obj, true, nil
+		obj, _, err := insertMember(ctx, tx, op, sh, newObject{idcodec.TypeBoard, &doc, b, at, shardsql.Sequence(at)}, nil)
+		return obj, err == nil, err
 	})
 	return obj, err
 }
@@ -140,23 +129,11 @@ func (s *Objects) createPin(ctx context.Context, op string, doc model.PinDoc, ac
 			return model.Object{}, false, err
 		}
 		at := shardsql.Now()
+		seq = shardsql.Sequence(at)
 		// The author's follower count comes with the insert (pullOrPush).
-		obj, followers, err := shardsql.InsertObjectCount(ctx, tx, sh.DB, idcodec.TypePin, b, model.FlagsOf(&doc), at, shardsql.ListRef{M: model.UserFollowers, From: uint64(doc.OwnerID)})
+		obj, followers, err := insertMember(ctx, tx, op, sh, newObject{idcodec.TypePin, &doc, b, at, seq}, &shardsql.ListRef{M: model.UserFollowers, From: uint64(doc.OwnerID)})
 		if err != nil {
 			return obj, false, err
-		}
-		seq = shardsql.Sequence(at)
-		lists := []shardsql.ListRef{{M: model.BoardPins, From: uint64(doc.BoardID)}, {M: model.UserPins, From: uint64(doc.OwnerID)}}
-		if doc.SectionID != 0 {
-			lists = append(lists, shardsql.ListRef{M: model.SectionPins, From: uint64(doc.SectionID)})
-		}
-		if err = shardsql.AddEdges(ctx, tx, sh.DB, obj.ID, seq, lists...); err != nil {
-			return obj, false, err
-		}
-		if doc.Secret {
-			if err := shardsql.AddSecret(ctx, tx, sh.DB, model.UserPins, uint64(doc.OwnerID), 1); err != nil {
-				return obj, false, err
-			}
 		}
 		if pulled, newlyPulled, err = s.feeds.pullOrPush(ctx, tx, sh, obj.ID, uint64(doc.OwnerID), followers, seq, at); err != nil {
 			return obj, false, err
@@ -219,11 +196,7 @@ func (s *Objects) CreateComment(ctx context.Context, doc model.CommentDoc) (mode
 			return model.Object{}, false, notFound(op, idcodec.TypePin) // another user's secret pin: as if missing
 		}
 		at := shardsql.Now()
-		obj, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeComment, b, model.FlagsOf(&doc), at)
-		if err != nil {
-			return obj, false, err
-		}
-		_, err = shardsql.AddEdge(ctx, tx, sh.DB, model.PinComments, uint64(doc.PinID), obj.ID, shardsql.Sequence(at))
+		obj, _, err := insertMember(ctx, tx, op, sh, newObject{idcodec.TypeComment, &doc, b, at, shardsql.Sequence(at)}, nil)
 		return obj, err == nil, err
 	})
 	return obj, err

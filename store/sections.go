@@ -65,19 +65,15 @@ func (s *Sections) CreateSection(ctx context.Context, doc model.SectionDoc, acto
 		if err != nil {
 			return model.Object{}, false, err
 		}
-		at := shardsql.Now()
-		obj, err := shardsql.InsertObject(ctx, tx, sh.DB, idcodec.TypeSection, raw, model.FlagsOf(&doc), at)
-		if err != nil {
-			return obj, false, err
-		}
 		seq, ok, err := shardsql.LowestSequence(ctx, tx, sh.DB, model.BoardSections, board)
 		if err != nil {
-			return obj, false, err
+			return model.Object{}, false, err
 		}
 		if ok {
 			seq--
 		}
-		if _, err := shardsql.AddEdge(ctx, tx, sh.DB, model.BoardSections, board, obj.ID, seq); err != nil {
+		obj, _, err := insertMember(ctx, tx, op, sh, newObject{idcodec.TypeSection, &doc, raw, shardsql.Now(), seq}, nil)
+		if err != nil {
 			return obj, false, err
 		}
 		// Its sequences are places, not times: since and until refuse it.

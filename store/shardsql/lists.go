@@ -17,9 +17,10 @@ var (
 	insertEdge    = perMapping("INSERT IGNORE INTO {db}.{table} (from_id, to_id, sequence) VALUES (?, ?, ?)")
 	deleteEdge    = perMapping("DELETE FROM {db}.{table} WHERE from_id = ? AND to_id = ?")
 	raiseCount    = declare("INSERT INTO {db}.mapping_counts (from_id, mapping, n) VALUES (?, ?, 1) ON DUPLICATE KEY UPDATE n = n + 1")
-	raiseCountNew = declare("INSERT INTO {db}.mapping_counts (from_id, mapping, n) SELECT ?, ?, 1 FROM DUAL WHERE ROW_COUNT() > 0 ON DUPLICATE KEY UPDATE n = n + 1")
+	insertNewEdge = perMapping("INSERT INTO {db}.{table} (from_id, to_id, sequence) VALUES (?, ?, ?)")
+	addCounts     = declare("INSERT INTO {db}.mapping_counts (from_id, mapping, n) VALUES ")
 	lowerCount    = declare("UPDATE {db}.mapping_counts SET n = n - 1 WHERE from_id = ? AND mapping = ?")
-	addCount      = declare("INSERT INTO {db}.mapping_counts (from_id, mapping, n) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE n = n + VALUES(n)")
+	addCount      = declare("INSERT INTO {db}.mapping_counts (from_id, mapping, n) VALUES (?, ?, ?)" + addCountsEnd)
 	readCount     = perLock("SELECT n FROM {db}.mapping_counts WHERE from_id = ? AND mapping = ?")
 	allEntries    = perMapping("SELECT to_id, sequence FROM {db}.{table} WHERE from_id = ?")
 	idsAfter      = perMapping("SELECT to_id FROM {db}.{table} WHERE from_id = ? AND to_id > ? ORDER BY to_id LIMIT ?")
@@ -60,6 +61,10 @@ func perMappingObjects() mappingStmt {
 	return s
 }
 
+// addCountsEnd ends the rows of addCounts (and addCount's one): each adds
+// its n to the count.
+const addCountsEnd = " ON DUPLICATE KEY UPDATE n = n + VALUES(n)"
+
 // AddEdge inserts from→to into m's table and, when the row is new, raises
 // the list's count in the same transaction (t records from as changed).
 // Re-adding is a no-op (false).
@@ -81,21 +86,32 @@ type ListRef struct {
 	From uint64
 }
 
-// AddEdges adds to (at seq) to each list like AddEdge: a new pin joins
-// two lists in its create transaction. Its statements are queued
-// (later.go): each count rises when its insert added a row (ROW_COUNT of
-// the statement before it), with no round trip to read it; t records
-// every list's owner as changed.
-func AddEdges(ctx context.Context, t *Tx, db DB, to uint64, seq int64, lists ...ListRef) error {
-	for _, l := range lists {
-		if err := later(ctx, t, db.sql(insertEdge.of(l.M)), l.From, to, seq); err != nil {
-			return err
-		}
-		if err := t.changeLater(ctx, []uint64{l.From}, db.sql(raiseCountNew), l.From, uint8(l.M)); err != nil {
-			return err
-		}
+// AddEdges adds to, an object its transaction has just inserted, at seq
+// to each of lists (a new pin joins its board's and owner's lists in its
+// create transaction), and counts it: each list's count rises by one and,
+// for each list in secret too, its count of secret entries
+// (model.SecretKey). A new object is on no list yet, so each insert is
+// plain (a row already there fails the transaction instead of leaving a
+// count wrong), and all the counts go in one statement. The statements
+// are queued (later.go), with no round trip of their own; t records every
+// list's owner as changed.
+func AddEdges(ctx context.Context, t *Tx, db DB, to uint64, seq int64, lists, secret []ListRef) error {
+	if len(lists) == 0 {
+		return nil
 	}
-	return nil
+	owners := make([]uint64, 0, len(lists))
+	counts := make([]any, 0, 3*(len(lists)+len(secret)))
+	for _, l := range lists {
+		if err := later(ctx, t, db.sql(insertNewEdge.of(l.M)), l.From, to, seq); err != nil {
+			return err
+		}
+		owners = append(owners, l.From)
+		counts = append(counts, l.From, uint8(l.M), 1)
+	}
+	for _, l := range secret {
+		counts = append(counts, l.From, model.SecretKey(l.M), 1)
+	}
+	return t.changeLater(ctx, owners, placeholders(db.sql(addCounts), len(counts)/3, "(?, ?, ?)", addCountsEnd), counts...)
 }
 
 // RemoveEdge deletes from→to from m's table and, when a row went, lowers

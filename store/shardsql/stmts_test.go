@@ -75,7 +75,7 @@ func TestStatementsConcurrently(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			texts[i] = db.sql(raiseCountNew)
+			texts[i] = db.sql(raiseCount)
 		}()
 	}
 	wg.Wait()
@@ -96,10 +96,9 @@ func BenchmarkStatementText(b *testing.B) {
 		for range b.N {
 			_ = db.sql(readObject[idcodec.TypeBoard][ShareLock])
 			_ = db.sql(insertCount.of(idcodec.TypePin))
-			_ = db.sql(insertEdge.of(model.BoardPins))
-			_ = db.sql(raiseCountNew)
-			_ = db.sql(insertEdge.of(model.UserPins))
-			_ = db.sql(raiseCountNew)
+			_ = db.sql(insertNewEdge.of(model.BoardPins))
+			_ = db.sql(insertNewEdge.of(model.UserPins))
+			_ = placeholders(db.sql(addCounts), 2, "(?, ?, ?)", addCountsEnd)
 			_ = db.sql(insertOutbox)
 			_ = db.sql(insertCacheMarks)
 		}
