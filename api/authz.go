@@ -11,10 +11,11 @@ package api
 //   - The as… permissions: scope write. A service token with write acts
 //     for any user; a user token acts only as its user, and the permission
 //     says which user a write acts as: the path's {id} (asPathUser), the
-//     owner of the board {id} (asBoardOwner), the author of the comment
-//     {id} (asCommentAuthor), the owner of the section {id}
-//     (asSectionOwner), the owner of the pin {id} by the owner cache,
-//     Store.Owners (asPinOwner), or the user the body names (asBodyUser).
+//     editor of the object {id} as its type declares it
+//     (model.ObjectType.Editor: asEditor, named asBoardEditor,
+//     asPinEditor, …; a pin's owner by the owner cache, Store.Owners,
+//     when the guard did not read the pin), or the user the body names
+//     (asBodyUser).
 //     asBodyUser leaves the comparison to the handler, which decodes the
 //     body once: the guard puts a user token's user in the request context
 //     (actor), and the handler, or the store for a pin's board, refuses a
@@ -30,8 +31,10 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/pinstore/pinstore/auth"
 	"github.com/pinstore/pinstore/idcodec"
@@ -54,17 +57,30 @@ type userRule func(s *Server, r *http.Request, p auth.Principal) error
 
 // The permissions routes declare.
 var (
-	public          = permission{name: "public", open: true}
-	readAny         = permission{name: "readAny", scope: auth.ScopeRead}
-	admin           = permission{name: "admin", scope: auth.ScopeAdmin}
-	servicesOnly    = permission{name: "servicesOnly", scope: auth.ScopeWrite, user: refuseUsers}
-	asPathUser      = permission{name: "asPathUser", scope: auth.ScopeWrite, user: selfInPath}
-	asBoardOwner    = permission{name: "asBoardOwner", scope: auth.ScopeWrite, user: ownsBoardInPath}
-	asCommentAuthor = permission{name: "asCommentAuthor", scope: auth.ScopeWrite, user: authorOfCommentInPath}
-	asSectionOwner  = permission{name: "asSectionOwner", scope: auth.ScopeWrite, user: ownsSectionInPath}
-	asPinOwner      = permission{name: "asPinOwner", scope: auth.ScopeWrite, user: ownsPinInPath}
-	asBodyUser      = permission{name: "asBodyUser", scope: auth.ScopeWrite, user: userInBody}
+	public       = permission{name: "public", open: true}
+	readAny      = permission{name: "readAny", scope: auth.ScopeRead}
+	admin        = permission{name: "admin", scope: auth.ScopeAdmin}
+	servicesOnly = permission{name: "servicesOnly", scope: auth.ScopeWrite, user: refuseUsers}
+	asPathUser   = permission{name: "asPathUser", scope: auth.ScopeWrite, user: selfInPath}
+	asBodyUser   = permission{name: "asBodyUser", scope: auth.ScopeWrite, user: userInBody}
 )
+
+// asEditor is the permission to change or delete the object {id} of
+// typ: scope write, and a user token only as the object's editor
+// (editorInPath); asPathUser for a user, its own editor. Its name says
+// whose the object is: asBoardEditor, asPinEditor, …. For a type with no
+// declaration it is no permission, which New refuses.
+func asEditor(typ idcodec.Type) permission {
+	t, ok := model.TypeOf(typ)
+	if !ok {
+		return permission{}
+	}
+	if t.Editor < 0 {
+		return asPathUser
+	}
+	name := typ.String()
+	return permission{name: "as" + strings.ToUpper(name[:1]) + name[1:] + "Editor", scope: auth.ScopeWrite, user: editorInPath(typ, t)}
+}
 
 // declared reports whether who is a permission rather than the zero value.
 func (who permission) declared() bool { return who.name != "" }
@@ -231,74 +247,58 @@ func userInBody(_ *Server, _ *http.Request, p auth.Principal) error {
 	return nil
 }
 
-// ownsBoardInPath: the board {id} is the user's.
-func ownsBoardInPath(s *Server, r *http.Request, p auth.Principal) error {
-	id, err := pathID(r, "id", typeBoard)
-	if err != nil {
-		return err
+// editorInPath is the rule of a write to the object {id} of typ, whose
+// declaration is t: its editor (model.ObjectType.Editor: a board's or
+// pin's owner, a comment's author, a section's board's owner) is the
+// user. Another user is refused with t.Refusal.
+func editorInPath(typ idcodec.Type, t *model.ObjectType) userRule {
+	refusal := t.Refusal
+	if refusal == "" {
+		refusal = fmt.Sprintf("this %s belongs to another user", typ)
 	}
-	return s.ownsRef(r.Context(), id, typeBoard, 0, p, "this board belongs to another user")
-}
-
-// authorOfCommentInPath: the comment {id} is the user's.
-func authorOfCommentInPath(s *Server, r *http.Request, p auth.Principal) error {
-	id, err := pathID(r, "id", typeComment)
-	if err != nil {
-		return err
-	}
-	return s.ownsRef(r.Context(), id, typeComment, 1, p, "this comment is another user's")
-}
-
-// ownsSectionInPath: the section {id} is the user's (its board's owner).
-func ownsSectionInPath(s *Server, r *http.Request, p auth.Principal) error {
-	id, err := pathID(r, "id", typeSection)
-	if err != nil {
-		return err
-	}
-	return s.ownsRef(r.Context(), id, typeSection, 1, p, "this section belongs to another user")
-}
-
-// ownsRef checks that ref i of the live object id (a board's owner, a
-// comment's author) is p's user, on the object the guard read (the
-// route's pathObjects check has already answered one p may not see as
-// missing). ENotFound as the handler would answer.
-func (s *Server) ownsRef(ctx context.Context, id uint64, typ idcodec.Type, i int, p auth.Principal, refusal string) error {
-	o, err := s.getSeen(ctx, id, typ)
-	if err != nil {
-		return err
-	}
-	doc, err := model.DecodeDoc(typ, o.Doc)
-	if err != nil {
-		return err
-	}
-	if uint64(doc.Refs()[i]) != p.UserID {
-		return forbidden("%s", refusal)
-	}
-	return nil
-}
-
-// ownsPinInPath: the pin {id} is the user's, by the pin the guard read
-// (its document names its owner), or else by the owner cache.
-func ownsPinInPath(s *Server, r *http.Request, p auth.Principal) error {
-	id, err := pathID(r, "id", typePin)
-	if err != nil {
-		return err
-	}
-	var owner uint64
-	if o, ok := seen(r.Context(), id); ok {
-		owner = ownerOf(o)
-	} else {
-		owners, err := s.ownerCache.Owners(r.Context(), []uint64{id})
+	return func(s *Server, r *http.Request, p auth.Principal) error {
+		id, err := pathID(r, "id", typ)
 		if err != nil {
 			return err
 		}
-		var ok bool
-		if owner, ok = owners[id]; !ok {
-			return hidden(typePin)
+		editor, err := s.editorOf(r.Context(), id, typ, t.Editor)
+		if err != nil {
+			return err
+		}
+		if editor != p.UserID {
+			return forbidden("%s", refusal)
+		}
+		return nil
+	}
+}
+
+// editorOf is ref i of the live object id (its editor), read on the
+// object the guard read (the route's pathObjects check has already
+// answered one p may not see as missing). A pin the guard did not read is
+// answered by the owner cache, Store.Owners, rather than a read of the
+// pin. ENotFound as the handler would answer.
+func (s *Server) editorOf(ctx context.Context, id uint64, typ idcodec.Type, i int) (uint64, error) {
+	o, ok := seen(ctx, id)
+	if !ok && typ == typePin {
+		owners, err := s.ownerCache.Owners(ctx, []uint64{id})
+		if err != nil {
+			return 0, err
+		}
+		owner, ok := owners[id]
+		if !ok {
+			return 0, hidden(typePin)
+		}
+		return owner, nil
+	}
+	if !ok || o.Type != typ {
+		var err error
+		if o, err = s.objects.Get(ctx, id, typ); err != nil {
+			return 0, err
 		}
 	}
-	if owner != p.UserID {
-		return forbidden("this pin belongs to another user")
+	doc, err := model.DecodeDoc(typ, o.Doc)
+	if err != nil {
+		return 0, err
 	}
-	return nil
+	return uint64(doc.Refs()[i]), nil
 }

@@ -153,6 +153,9 @@ func TestPermissions(t *testing.T) {
 		}
 	}
 	patchBody := `{"description":"x"}`
+	sectionID := idString(idcodec.MustEncode(3429, idcodec.TypeSection, 7))
+	otherSection := []byte(`{"board_id":"` + vecBoard + `","owner_id":"` + otherUser + `","name":"s","active":true}`)
+	ownSection := []byte(`{"board_id":"` + vecBoard + `","owner_id":"` + vecUser + `","name":"s","active":true}`)
 	cases := []struct {
 		name         string
 		p            auth.Principal
@@ -185,6 +188,8 @@ func TestPermissions(t *testing.T) {
 		{"user token, another's comment on a secret pin", userTok, "DELETE", "/v1/comments/" + fuzzComment, "", fakeStore{get: byType(map[idcodec.Type][]byte{typeComment: comment, typePin: otherSecretPin})}, 404, "comment not found", []string{"Get", "Get"}},
 		{"user token, its comment on another's secret pin", userTok, "PATCH", "/v1/comments/" + fuzzComment, `{"text":"x"}`, fakeStore{get: byType(map[idcodec.Type][]byte{typeComment: ownComment, typePin: otherSecretPin})}, 404, "comment not found", []string{"Get", "Get"}},
 		{"user token, comment gone", userTok, "PATCH", "/v1/comments/" + fuzzComment, `{"text":"x"}`, fakeStore{get: byType(nil)}, 404, "comment not found", []string{"Get"}},
+		{"user token, another's section", userTok, "PATCH", "/v1/sections/" + sectionID, `{"name":"x"}`, fakeStore{get: boardOf(otherSection)}, 403, "this section belongs to another user", []string{"Get"}},
+		{"user token, its section", userTok, "DELETE", "/v1/sections/" + sectionID, "", fakeStore{get: boardOf(ownSection)}, 500, "", []string{"Get", "Delete"}},
 		{"user token, another's pin", userTok, "PATCH", "/v1/pins/" + vecPin, patchBody, fakeStore{get: boardOf(otherPin)}, 403, "this pin belongs to another user", []string{"Get"}},
 		// Another user's secret board or pin is as absent as a missing one:
 		// the same 404 and problem, never a 403 that would confirm it.

@@ -84,14 +84,18 @@ const (
 	typeSection = idcodec.TypeSection
 )
 
-// collection is the path segment of a type's objects.
-var collection = map[idcodec.Type]string{
-	typeUser: "users", typeBoard: "boards", typePin: "pins", typeComment: "comments", typeSection: "sections",
+// collection is the path segment of typ's objects, as its declaration
+// names it (model.ObjectType.Collection); "" for an undeclared type.
+func collection(typ idcodec.Type) string {
+	if t, ok := model.TypeOf(typ); ok {
+		return t.Collection
+	}
+	return ""
 }
 
 // objectPath is the canonical URL path of an object.
 func objectPath(o model.Object) string {
-	return "/v1/" + collection[o.Type] + "/" + idString(o.ID)
+	return "/v1/" + collection(o.Type) + "/" + idString(o.ID)
 }
 
 // writeObject writes one object with its ETag; on 201 also its Location.

@@ -10,7 +10,7 @@ import (
 )
 
 // OwnerCache answers who owns a pin: POST /v1/pins/owners, and the
-// permission of a user token's write to a pin (asPinOwner, authz.go).
+// permission of a user token's write to a pin (asEditor, authz.go).
 type OwnerCache interface {
 	// Owners returns the owner of each live pin among pins (cache first,
 	// MySQL for misses); unknown or deleted pins are absent from the map.

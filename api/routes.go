@@ -3,9 +3,11 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 )
 
@@ -20,10 +22,11 @@ type route struct {
 }
 
 // routeTable is the one list of routes, each with its permission and its
-// visibility beside it. openapi.yaml describes exactly these routes (a
-// test proves it).
+// visibility beside it; each type's GET, PATCH and DELETE of
+// /v1/{collection}/{id} follow from its declaration (objectRoutes).
+// openapi.yaml describes exactly these routes (a test proves it).
 func (s *Server) routeTable() []route {
-	return []route{
+	return slices.Concat([]route{
 		// Operational routes: never behind Auth, except /metrics.
 		{"GET", "/healthz", public, noSecrets, s.healthz},
 		{"GET", "/readyz", public, noSecrets, s.readyz},
@@ -35,9 +38,7 @@ func (s *Server) routeTable() []route {
 		{"POST", "/v1/users", servicesOnly, noSecrets, s.idempotent(s.createUser)},
 		{"GET", "/v1/users", readAny, filters, s.getMany(typeUser)},
 		{"GET", "/v1/usernames/{username}", readAny, filters, s.userByUsername},
-		{"GET", "/v1/users/{id}", readAny, filters, s.getObject(typeUser)},
-		{"PATCH", "/v1/users/{id}", asPathUser, noSecrets, s.patchObject(typeUser)},
-		{"DELETE", "/v1/users/{id}", asPathUser, noSecrets, s.deleteObject(typeUser)},
+	}, s.objectRoutes(typeUser), []route{
 		{"GET", "/v1/users/{id}/boards", readAny, filters, s.list(model.UserBoards)},
 		{"GET", "/v1/users/{id}/pins", readAny, filters, s.list(model.UserPins)},
 		{"GET", "/v1/users/{id}/following", readAny, filters, s.list(model.UserFollowing)},
@@ -55,40 +56,52 @@ func (s *Server) routeTable() []route {
 
 		{"POST", "/v1/boards", asBodyUser, noSecrets, s.idempotent(s.createBoard)},
 		{"GET", "/v1/boards", readAny, filters, s.getMany(typeBoard)},
-		{"GET", "/v1/boards/{id}", readAny, pathObjects, s.getObject(typeBoard)},
-		{"PATCH", "/v1/boards/{id}", asBoardOwner, pathObjects, s.patchObject(typeBoard)},
-		{"DELETE", "/v1/boards/{id}", asBoardOwner, pathObjects, s.deleteObject(typeBoard)},
+	}, s.objectRoutes(typeBoard), []route{
 		{"GET", "/v1/boards/{id}/pins", readAny, pathObjects, s.list(model.BoardPins)},
-		{"PUT", "/v1/boards/{id}/pins/{pin_id}/position", asBoardOwner, pathObjects, s.movePin},
-		{"POST", "/v1/boards/{id}/sections", asBoardOwner, pathObjects, s.idempotent(s.createSection)},
+		{"PUT", "/v1/boards/{id}/pins/{pin_id}/position", asEditor(typeBoard), pathObjects, s.movePin},
+		{"POST", "/v1/boards/{id}/sections", asEditor(typeBoard), pathObjects, s.idempotent(s.createSection)},
 		{"GET", "/v1/boards/{id}/sections", readAny, pathObjects, s.list(model.BoardSections)},
-		{"PUT", "/v1/boards/{id}/sections/{section_id}/position", asBoardOwner, pathObjects, s.moveSection},
-
-		{"GET", "/v1/sections/{id}", readAny, pathObjects, s.getObject(typeSection)},
-		{"PATCH", "/v1/sections/{id}", asSectionOwner, pathObjects, s.patchObject(typeSection)},
-		{"DELETE", "/v1/sections/{id}", asSectionOwner, pathObjects, s.deleteObject(typeSection)},
+		{"PUT", "/v1/boards/{id}/sections/{section_id}/position", asEditor(typeBoard), pathObjects, s.moveSection},
+	}, s.objectRoutes(typeSection), []route{
 		{"GET", "/v1/sections/{id}/pins", readAny, pathObjects, s.list(model.SectionPins)},
 
 		{"POST", "/v1/pins", asBodyUser, bodyObjects, s.idempotent(s.createPin)},
 		{"GET", "/v1/pins", readAny, filters, s.getMany(typePin)},
 		{"POST", "/v1/pins/owners", readAny, filters, s.idempotent(s.owners)},
-		{"GET", "/v1/pins/{id}", readAny, pathObjects, s.getObject(typePin)},
-		{"PATCH", "/v1/pins/{id}", asPinOwner, pathObjects, s.patchObject(typePin)},
-		{"DELETE", "/v1/pins/{id}", asPinOwner, pathObjects, s.deleteObject(typePin)},
-		{"PUT", "/v1/pins/{id}/section", asPinOwner, pathObjects, s.setPinSection},
+	}, s.objectRoutes(typePin), []route{
+		{"PUT", "/v1/pins/{id}/section", asEditor(typePin), pathObjects, s.setPinSection},
 		{"GET", "/v1/pins/{id}/likers", readAny, pathObjects | filters, s.list(model.PinLikers)},
 		{"POST", "/v1/pins/{id}/saves", asBodyUser, pathObjects | bodyObjects, s.idempotent(s.savePin)},
 		{"GET", "/v1/pins/{id}/saves", readAny, pathObjects | filters, s.list(model.PinSaves)},
 		{"POST", "/v1/pins/{id}/comments", asBodyUser, pathObjects | bodyObjects, s.idempotent(s.createComment)},
 		{"GET", "/v1/pins/{id}/comments", readAny, pathObjects, s.list(model.PinComments)},
-
-		{"GET", "/v1/comments/{id}", readAny, pathObjects, s.getObject(typeComment)},
-		{"PATCH", "/v1/comments/{id}", asCommentAuthor, pathObjects, s.patchObject(typeComment)},
-		{"DELETE", "/v1/comments/{id}", asCommentAuthor, pathObjects, s.deleteObject(typeComment)},
-
+	}, s.objectRoutes(typeComment), []route{
 		{"GET", "/v1/ids/{id}", readAny, noSecrets, s.decodeID},
 
 		{"GET", "/v1/admin/shard-map", admin, noSecrets, s.shardMap},
+	})
+}
+
+// objectRoutes are the routes of one object of typ, /v1/{collection}/{id}
+// (model.ObjectType.Collection): read it, patch it and delete it, the
+// writes as its editor (asEditor). The path's object is checked for the
+// caller (pathObjects) when it can be hidden (canHide); otherwise it is a
+// user's, whose reads show anyone but the user counts without secret
+// entries (filters, for a type that counts them) and whose writes are the
+// user's own (noSecrets).
+func (s *Server) objectRoutes(typ idcodec.Type) []route {
+	path := "/v1/" + collection(typ) + "/{id}"
+	get, write := pathObjects, pathObjects
+	if !canHide(typ) {
+		get, write = noSecrets, noSecrets
+		if len(model.SecretCounted(typ)) > 0 {
+			get = filters
+		}
+	}
+	return []route{
+		{"GET", path, readAny, get, s.getObject(typ)},
+		{"PATCH", path, asEditor(typ), write, s.patchObject(typ)},
+		{"DELETE", path, asEditor(typ), write, s.deleteObject(typ)},
 	}
 }
 

@@ -31,6 +31,7 @@ package api
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 
@@ -74,11 +75,51 @@ type secretParam struct {
 	typ  idcodec.Type
 }
 
-// paramTypes are the collections whose next path segment, when it is a
-// parameter, names an object that can be secret: /v1/boards/{id},
-// /v1/pins/{id}, /v1/comments/{id}, /v1/sections/{id}, …/likes/{pin_id},
-// …/pins/{pin_id}, …/sections/{section_id}.
-var paramTypes = map[string]idcodec.Type{"boards": typeBoard, "pins": typePin, "comments": typeComment, "likes": typePin, "sections": typeSection}
+// paramTypes are the path segments whose next segment, when it is a
+// parameter, names an object that can be hidden from a user: the
+// collection of every declared type that can be (canHide), as in
+// /v1/boards/{id}, /v1/pins/{id}, /v1/comments/{id}, /v1/sections/{id},
+// …/pins/{pin_id} and …/sections/{section_id}, and the lists below,
+// whose segment is not a collection: …/likes/{pin_id}.
+var paramTypes = withHideable(map[string]idcodec.Type{"likes": typePin})
+
+// withHideable returns lists with the collection of every declared type
+// that can be hidden added.
+func withHideable(lists map[string]idcodec.Type) map[string]idcodec.Type {
+	out := maps.Clone(lists)
+	for _, typ := range model.ObjectTypes() {
+		if canHide(typ) {
+			out[collection(typ)] = typ
+		}
+	}
+	return out
+}
+
+// canHide reports whether objects of typ can be hidden from a user: they
+// can be secret (model.SecretOwner), or are seen through a parent that
+// can (seenThrough).
+func canHide(typ idcodec.Type) bool {
+	_, secret := model.SecretOwner(typ)
+	_, through := seenThrough(typ)
+	return secret || through
+}
+
+// seenThrough is, for a type whose objects are never secret themselves
+// but are on a list of a parent that can be (a comment on its pin's
+// pin_comments), that membership: such an object is seen exactly when
+// its parent is. ok is false for every other type.
+func seenThrough(typ idcodec.Type) (m model.Member, ok bool) {
+	t, declared := model.TypeOf(typ)
+	if _, secret := model.SecretOwner(typ); secret || !declared {
+		return m, false
+	}
+	for _, mb := range t.Members {
+		if _, secret := model.SecretOwner(mb.List.From()); secret {
+			return mb, true
+		}
+	}
+	return m, false
+}
 
 // secretParams lists the parameters of pattern that name boards, pins or
 // comments, in path order.
@@ -155,20 +196,20 @@ func (s *Server) seePath(r *http.Request, params []secretParam, p auth.Principal
 			return ctx, err
 		}
 		objs[id] = o
-		if sp.typ == typeComment {
-			pin, err := commentPin(o)
+		if m, ok := seenThrough(sp.typ); ok { // a comment: seen as its pin is
+			parent, err := parentOf(o, m)
 			if err != nil {
 				return ctx, err
 			}
-			if o, err = s.objects.Get(ctx, pin, typePin); model.IsCode(err, model.ENotFound) {
-				return ctx, hidden(typeComment) // a comment of a pin that is gone
+			if o, err = s.objects.Get(ctx, parent, m.List.From()); model.IsCode(err, model.ENotFound) {
+				return ctx, hidden(sp.typ) // its parent is gone
 			} else if err != nil {
 				return ctx, err
 			}
 			if !visibleTo(o, p.UserID) {
-				return ctx, hidden(typeComment)
+				return ctx, hidden(sp.typ)
 			}
-			objs[pin] = o
+			objs[parent] = o
 			continue
 		}
 		if !visibleTo(o, p.UserID) {
@@ -178,13 +219,14 @@ func (s *Server) seePath(r *http.Request, params []secretParam, p auth.Principal
 	return context.WithValue(ctx, seenKey, objs), nil
 }
 
-// commentPin is the pin of comment c.
-func commentPin(c model.Object) (uint64, error) {
-	d, err := model.DecodeDoc(typeComment, c.Doc)
+// parentOf is the object whose list m the object o is on (a comment's
+// pin).
+func parentOf(o model.Object, m model.Member) (uint64, error) {
+	d, err := model.DecodeDoc(o.Type, o.Doc)
 	if err != nil {
 		return 0, err
 	}
-	return uint64(d.(*model.CommentDoc).PinID), nil
+	return uint64(m.Of(d)), nil
 }
 
 // RouteRule is how one route of the table decides who may call it and

@@ -45,6 +45,18 @@ type ObjectType struct {
 	// likes); a list without one has its objects deleted (a user's
 	// boards).
 	Drains []Mapping
+
+	// Collection is the segment of the type's URL paths:
+	// /v1/{Collection}/{id}.
+	Collection string
+	// Editor is the index in the document's Refs of the user who alone
+	// (with service tokens) may change or delete an object (a board's
+	// owner, a comment's author); -1 for a type whose objects are users,
+	// each its own editor.
+	Editor int
+	// Refusal is the 403 text a user token that is not the editor meets;
+	// "" is "this {type} belongs to another user".
+	Refusal string
 }
 
 // Member is a list an object is on: List, whose From object is the one
@@ -81,6 +93,9 @@ var objectTypes = [...]ObjectType{
 		SecretCounted: []Mapping{UserBoards, UserPins},
 		Owner:         -1,
 		Drains:        []Mapping{UserFollowing, UserFollowers, UserLikes, UserBoards},
+
+		Collection: "users",
+		Editor:     -1,
 	},
 	idcodec.TypeBoard: {
 		Table:    "boards",
@@ -91,6 +106,9 @@ var objectTypes = [...]ObjectType{
 		Owner:    0,
 		Members:  []Member{RefMember(UserBoards, 0)},
 		Cascades: []Mapping{BoardPins, BoardSections},
+
+		Collection: "boards",
+		Editor:     0,
 	},
 	idcodec.TypePin: {
 		Table:      "pins",
@@ -103,6 +121,9 @@ var objectTypes = [...]ObjectType{
 		Members: []Member{RefMember(BoardPins, 0), RefMember(UserPins, 1),
 			{SectionPins, func(d Doc) ID { return d.(*PinDoc).SectionID }}},
 		Drains: []Mapping{PinLikers, PinSaves},
+
+		Collection: "pins",
+		Editor:     1,
 	},
 	idcodec.TypeComment: {
 		Table:    "comments",
@@ -111,6 +132,10 @@ var objectTypes = [...]ObjectType{
 		Editable: []string{"text", "data"},
 		Owner:    -1,
 		Members:  []Member{RefMember(PinComments, 0)},
+
+		Collection: "comments",
+		Editor:     1,
+		Refusal:    "this comment is another user's",
 	},
 	idcodec.TypeSection: {
 		Table:      "sections",
@@ -121,6 +146,9 @@ var objectTypes = [...]ObjectType{
 		Owner:      1,
 		SecretFrom: BoardSections,
 		Members:    []Member{RefMember(BoardSections, 0)},
+
+		Collection: "sections",
+		Editor:     1,
 	},
 }
 

@@ -3,6 +3,7 @@ package model
 import (
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -145,4 +146,68 @@ func TestDeleteDeclarations(t *testing.T) {
 	if board, _ := TypeOf(idcodec.TypeBoard); !slices.Equal(board.Cascades, []Mapping{BoardPins, BoardSections}) {
 		t.Errorf("a board's delete cascades to %v, want its pins then its sections", board.Cascades)
 	}
+}
+
+// TestEveryTypeDeclaresItsPathsAndEditor: every declared type names its
+// URL path segment, one no other type has, and who may change its
+// objects: a user ref of its document (never the parent it is listed
+// under, as a pin's board or a comment's pin), the owner for a type that
+// can be secret, or the object itself for users.
+func TestEveryTypeDeclaresItsPathsAndEditor(t *testing.T) {
+	collections := map[string]bool{}
+	for _, typ := range ObjectTypes() {
+		d, _ := TypeOf(typ)
+		if d.Collection == "" || collections[d.Collection] || strings.Trim(d.Collection, "abcdefghijklmnopqrstuvwxyz_") != "" {
+			t.Errorf("%s: collection %q empty, shared, or not a lower-case path segment", typ, d.Collection)
+		}
+		collections[d.Collection] = true
+		if d.Editor < 0 {
+			if d.Editor != -1 || typ != idcodec.TypeUser {
+				t.Errorf("%s: editor %d; only a user (-1) is its own editor", typ, d.Editor)
+			}
+			continue
+		}
+		if d.Editor >= len(d.New().Refs()) || (d.Owner >= 0 && d.Editor != d.Owner) {
+			t.Errorf("%s: editor ref %d out of range or not its owner ref %d", typ, d.Editor, d.Owner)
+			continue
+		}
+		// A document whose every id member is distinct: the editor's ref
+		// is one of them, and no list of a parent other than a user's
+		// lists the object under it.
+		doc := decodeDistinctRefs(t, typ, d)
+		editor := doc.Refs()[d.Editor]
+		if editor == 0 {
+			t.Errorf("%s: editor ref %d names no member of the document", typ, d.Editor)
+		}
+		for _, mb := range d.Members {
+			if mb.List.From() != idcodec.TypeUser && mb.Of(doc) == editor {
+				t.Errorf("%s: editor ref %d is its parent on %s, a %s", typ, d.Editor, mb.List, mb.List.From())
+			}
+		}
+	}
+}
+
+// decodeDistinctRefs decodes a document of typ whose members ending in
+// _id hold distinct ids and whose other members hold their defaults (or
+// "x" where required; none where the default is null).
+func decodeDistinctRefs(t *testing.T, typ idcodec.Type, d *ObjectType) Doc {
+	t.Helper()
+	var members []string
+	for i, f := range d.Wire {
+		v := f.Default
+		switch {
+		case strings.HasSuffix(f.Name, "_id"):
+			v = `"` + strconv.FormatUint(idcodec.MustEncode(1, idcodec.TypeUser, uint64(i+1)), 10) + `"`
+		case v == "null":
+			continue // an id member a stored document omits
+		case v == "":
+			v = `"x"`
+		}
+		members = append(members, `"`+f.Name+`":`+v)
+	}
+	doc, err := DecodeDoc(typ, []byte("{"+strings.Join(members, ",")+"}"))
+	if err != nil {
+		t.Fatalf("%s: %v", typ, err)
+	}
+	return doc
 }
