@@ -25,21 +25,11 @@ func countRow(t *testing.T, pool *sqlx.DB, db shardsql.DB, from uint64, key uint
 // own and returns the commit's error and the round trips it took.
 func addEdges(t *testing.T, pool *sqlx.DB, db shardsql.DB, to uint64, lists, secret []shardsql.ListRef) (int64, error) {
 	t.Helper()
-	conn, err := pool.Connx(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	before := sent.Load()
-	tx, err := shardsql.Begin(conn, sql.LevelDefault)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
+	_, tx, before := begin(t, pool, sql.LevelDefault)
 	if err := shardsql.AddEdges(ctx, tx, db, to, 5, lists, secret); err != nil {
 		t.Fatal(err)
 	}
-	err = tx.Commit(ctx)
+	err := tx.Commit(ctx)
 	return sent.Load() - before, err
 }
 

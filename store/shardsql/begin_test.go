@@ -58,6 +58,25 @@ func txDB(t *testing.T) (*sqlx.DB, shardsql.DB) {
 	return pool, dbs[0]
 }
 
+// begin opens a transaction at level on a connection of its own, which
+// the test's end closes (after rolling back whatever did not commit); it
+// returns the round trips the pool had sent before it.
+func begin(t *testing.T, pool *sqlx.DB, level sql.IsolationLevel) (*sqlx.Conn, *shardsql.Tx, int64) {
+	t.Helper()
+	conn, err := pool.Connx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	before := sent.Load()
+	tx, err := shardsql.Begin(conn, level)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tx.Rollback)
+	return conn, tx, before
+}
+
 func feedRows(t *testing.T, pool *sqlx.DB, db shardsql.DB, follower uint64) int {
 	t.Helper()
 	var n int
@@ -73,17 +92,7 @@ func feedRows(t *testing.T, pool *sqlx.DB, db shardsql.DB, follower uint64) int 
 // other connection before the commit.
 func TestTxOpensAndCommitsWithItsStatements(t *testing.T) {
 	pool, db := txDB(t)
-	conn, err := pool.Connx(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	before := sent.Load()
-	tx, err := shardsql.Begin(conn, sql.LevelDefault)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
+	conn, tx, before := begin(t, pool, sql.LevelDefault)
 	var n int
 	if err := tx.QueryRowxContext(ctx, "SELECT COUNT(*) FROM "+db.Name+".user_feed WHERE from_id = ? LOCK IN SHARE MODE", 1).Scan(&n); err != nil {
 		t.Fatal(err)
@@ -148,15 +157,7 @@ func TestTxWithoutStatementsSendsNothing(t *testing.T) {
 // connection is left with no transaction open for whoever takes it next.
 func TestTxRollbackLeavesNoTransactionOpen(t *testing.T) {
 	pool, db := txDB(t)
-	conn, err := pool.Connx(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	tx, err := shardsql.Begin(conn, sql.LevelDefault)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn, tx, _ := begin(t, pool, sql.LevelDefault)
 	if _, err := tx.ExecContext(ctx, "INSERT INTO "+db.Name+".user_feed (from_id, to_id, sequence, author_id) VALUES (2, 10, 1, 7)"); err != nil {
 		t.Fatal(err)
 	}
