@@ -220,6 +220,9 @@ func (fuzzStore) GetUserByUsername(context.Context, string) (model.Object, error
 func (fuzzStore) HasMany(context.Context, model.Mapping, uint64, []uint64) ([]bool, error) {
 	return nil, fuzzUnexpected("HasMany")
 }
+func (fuzzStore) HasManyLive(context.Context, model.Mapping, uint64, []uint64) ([]bool, []model.Object, error) {
+	return nil, nil, fuzzUnexpected("HasManyLive")
+}
 func (fuzzStore) Ready(context.Context) []model.Health { return nil }
 func (fuzzStore) ShardMapInfo(context.Context) model.ShardMapInfo {
 	return model.ShardMapInfo{}

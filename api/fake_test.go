@@ -108,6 +108,10 @@ func (f *fakeStore) HasMany(ctx context.Context, m model.Mapping, from uint64, t
 	f.note("HasMany")
 	return nil, unset("HasMany")
 }
+func (f *fakeStore) HasManyLive(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, []model.Object, error) {
+	f.note("HasManyLive")
+	return nil, nil, unset("HasManyLive")
+}
 func (f *fakeStore) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func(doc []byte) ([]byte, error)) (model.Object, error) {
 	f.note("Update")
 	if f.update != nil {

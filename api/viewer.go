@@ -20,6 +20,9 @@ type EdgeReader interface {
 	// holds it: from the edge cache where it answers, else with one
 	// statement on from's shard. ENotFound when from is not live.
 	HasMany(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error)
+	// HasManyLive is HasMany, with an edge reported only when its object
+	// is live, and that object (objs[i]) for each edge reported.
+	HasManyLive(ctx context.Context, m model.Mapping, from uint64, tos []uint64) (has []bool, objs []model.Object, err error)
 }
 
 // hasEdge: GET /v1/users/{id}/likes/{pin_id} and …/following/{target_id}:
@@ -138,32 +141,27 @@ func (s *Server) page(ctx context.Context, v viewer, objs []model.Object, next s
 // user may see its object: never one to an object that is gone (its
 // removal from the list may still be on its way, store.Delete), nor one to
 // another user's secret pin. The objects of the edges found are read as
-// any read by id is (the object cache), the one the guard already read
-// for the path (seen) not again; an edge not found needs no object read.
+// any read by id is (HasManyLive: with the edge cache on, in the edges'
+// own round trip); when the guard already read every one of tos for the
+// path (seen), they are not read again.
 func (s *Server) visibleEdges(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error) {
-	has, err := s.edges.HasMany(ctx, m, from, tos)
+	guarded := true // the guard found the objects it read (seen) live and visible
+	for _, to := range tos {
+		if o, ok := seen(ctx, to); !ok || o.Type != m.To() {
+			guarded = false
+			break
+		}
+	}
+	if guarded {
+		return s.edges.HasMany(ctx, m, from, tos)
+	}
+	has, objs, err := s.edges.HasManyLive(ctx, m, from, tos)
 	if err != nil {
 		return nil, err
 	}
-	// The guard found the objects it read (seen) live and visible.
-	guarded := func(id uint64) bool { o, ok := seen(ctx, id); return ok && o.Type == m.To() }
-	var read []uint64
-	for i, to := range tos {
-		if has[i] && !guarded(to) {
-			read = append(read, to)
-		}
-	}
-	if len(read) == 0 {
-		return has, nil
-	}
-	shown, err := s.visibleIDs(ctx, read, m.To(), actor(ctx))
-	if err != nil {
-		return nil, err
-	}
-	for i, to := range tos {
-		if has[i] && !guarded(to) {
-			has[i] = shown[to]
-		}
+	viewer := actor(ctx)
+	for i := range has {
+		has[i] = has[i] && visibleTo(objs[i], viewer)
 	}
 	return has, nil
 }

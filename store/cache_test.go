@@ -18,12 +18,19 @@ import (
 // rename edits a user's display name and returns the acknowledged version.
 func rename(t *testing.T, s *Store, user uint64, name string) int64 {
 	t.Helper()
-	o, err := s.Update(ctx, user, idcodec.TypeUser, 0, func(doc []byte) ([]byte, error) {
-		d, err := model.DecodeDoc(idcodec.TypeUser, doc)
+	return edit(t, s, user, idcodec.TypeUser, func(d model.Doc) { d.(*model.UserDoc).DisplayName = name })
+}
+
+// edit changes an object's document with change and returns the
+// acknowledged version.
+func edit(t *testing.T, s *Store, id uint64, typ idcodec.Type, change func(model.Doc)) int64 {
+	t.Helper()
+	o, err := s.Update(ctx, id, typ, 0, func(doc []byte) ([]byte, error) {
+		d, err := model.DecodeDoc(typ, doc)
 		if err != nil {
 			return nil, err
 		}
-		d.(*model.UserDoc).DisplayName = name
+		change(d)
 		return marshal(d), nil
 	})
 	if err != nil {

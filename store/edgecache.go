@@ -13,8 +13,9 @@ import (
 
 // Edge checks (does this user like these pins, follow these users) are
 // answered from the object cache's edges (objcache, edges.go) when it is
-// on: one Redis round trip reads the user's entry and the edges asked,
-// and only what the cache lacks is read from MySQL, on the master, then
+// on: one Redis round trip reads the user's entry and the edges asked
+// (and for HasManyLive the entries of the objects checked), and only what
+// the cache lacks is read from MySQL, on the master, then
 // filled under the generation the read took. A short list (DefaultWholeList)
 // is read and cached whole, so that checks of entries it does not hold
 // hit as well.
@@ -79,19 +80,34 @@ func edgeOwner(id uint64) bool {
 
 // cachedHasMany is HasMany from the edge cache; ok is false when the cache
 // cannot answer (off, m not cached, from's invalidation pending, Redis
-// away) and the caller reads MySQL.
-func (s *Lists) cachedHasMany(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, tos []uint64) (out []bool, ok bool, err error) {
+// away) and the caller reads MySQL. With objects it also returns the
+// entries of tos the cache holds, read in the same round trip (ID 0 where
+// it has none, or where this process has not got the object's
+// invalidation into Redis).
+func (s *Lists) cachedHasMany(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, tos []uint64, objects bool) (out []bool, objs []model.Object, ok bool, err error) {
 	oc := s.objects
 	if !oc.on() || !edgeCached(m) || len(tos) == 0 || oc.pendingFor(from) {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
-	r, err := oc.cache.ReadEdges(ctx, from, m, tos)
+	var pending []uint64 // checked before the read: a later check could miss a stale entry's resent invalidation
+	if objects {
+		_, pending = oc.split(tos)
+	}
+	r, err := oc.cache.ReadEdges(ctx, from, m, tos, objects)
 	if err != nil {
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
-	if !r.ObjectHit { // read (and filled) as any read by id
+	objs = r.Objects
+	for _, id := range pending {
+		for i, to := range tos {
+			if to == id {
+				objs[i] = model.Object{}
+			}
+		}
+	}
+	if !r.ObjectHit { // read (and filled) as any read by id, under the store's deadline
 		if _, err := s.get(ctx, op, sh, from, local, m.From()); err != nil {
-			return nil, true, err
+			return nil, nil, true, err
 		}
 	}
 	out = make([]bool, len(tos))
@@ -105,20 +121,22 @@ func (s *Lists) cachedHasMany(ctx context.Context, op string, sh topology.Shard,
 		}
 	}
 	if len(missed) == 0 {
-		return out, true, nil
+		return out, objs, true, nil
 	}
 	// A fill never comes from a replica, which may lack a write whose
-	// invalidation the generation came after.
-	mctx := replicas.OnMaster(ctx)
+	// invalidation the generation came after. The cache's round trips
+	// are bounded by its own timeout; MySQL's by the store's deadline.
+	mctx, cancel := s.deadline(replicas.OnMaster(ctx))
+	defer cancel()
 	var has []bool
 	if r.Whole == objcache.EdgeUnknown && s.wholeList() > 0 {
 		if has, err = s.fillWholeList(mctx, op, sh, m, from, r.Gen, missed); err != nil {
-			return nil, true, err
+			return nil, nil, true, err
 		}
 	}
 	if has == nil {
 		if has, err = s.readEdges(mctx, op, sh, m, from, missed); err != nil {
-			return nil, true, err
+			return nil, nil, true, err
 		}
 		oc.cache.FillEdges(ctx, from, m, r.Gen, missed, has, objcache.EdgeUnknown)
 	}
@@ -129,7 +147,7 @@ func (s *Lists) cachedHasMany(ctx context.Context, op string, sh topology.Shard,
 			j++
 		}
 	}
-	return out, true, nil
+	return out, objs, true, nil
 }
 
 // fillWholeList reads from's list m whole when it has at most wholeList

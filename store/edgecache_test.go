@@ -261,3 +261,81 @@ func TestEdgeCachedLists(t *testing.T) {
 		}
 	}
 }
+
+// HasManyLive reads the objects of the edges it finds in the edges' round
+// trip when the cache holds them (no statement at all once warm), never
+// an entry older than a write acknowledged before the call, nor one whose
+// invalidation this server has not got into Redis, and reports no edge to
+// an object that is gone.
+func TestHasManyLive(t *testing.T) {
+	b, _ := openTest(t) // on Redis directly
+	proxy := startCutProxy(t, testenv.RedisAddr(t))
+	a := openSecond(t, b, proxy.ln.Addr().String())
+	u, owner := mustUser(t, b, "u"), mustUser(t, b, "owner")
+	board := mustBoard(t, b, owner)
+	p1, p2, p3 := mustPin(t, b, board), mustPin(t, b, board), mustPin(t, b, board)
+	for _, p := range []uint64{p1, p2} {
+		if err := b.AddMapping(ctx, model.UserLikes, u, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tos := []uint64{p1, p3, p2}
+	check := func(s *Store, want string, version int64) []model.Object {
+		t.Helper()
+		has, objs, err := s.HasManyLive(ctx, model.UserLikes, u, tos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		for i, h := range has {
+			switch {
+			case h && objs[i].ID != tos[i]:
+				t.Fatalf("edge %d reported with object %d", tos[i], objs[i].ID)
+			case h:
+				got += "1"
+			default:
+				got += "0"
+			}
+		}
+		if got != want {
+			t.Fatalf("edges %s, want %s", got, want)
+		}
+		if has[0] && objs[0].Version != version {
+			t.Fatalf("pin %d at version %d, want %d", p1, objs[0].Version, version)
+		}
+		return objs
+	}
+	check(a, "101", 1) // fills the edges and the objects
+	reads, edges, hits := testutil.ToFloat64(a.readStats.Jobs), edgeJobs(a), a.objects.cache.Stats().Hits.Load()
+	check(a, "101", 1)
+	if testutil.ToFloat64(a.readStats.Jobs) != reads || edgeJobs(a) != edges {
+		t.Fatal("a warm check read MySQL")
+	}
+	if got := a.objects.cache.Stats().Hits.Load() - hits; got != 3 {
+		t.Fatalf("a warm check counted %d object hits, want 3 (the user and the two pins liked)", got)
+	}
+	describe := func(s *Store, text string) int64 {
+		t.Helper()
+		return edit(t, s, p1, idcodec.TypePin, func(d model.Doc) { d.(*model.PinDoc).Description = text })
+	}
+	v := describe(b, "through the other server")
+	check(a, "101", v)
+	// a's own write whose invalidation Redis did not take: the entry b
+	// fills again is older, and a must not read it.
+	proxy.setCut(true)
+	check(b, "101", v)
+	v = describe(a, "while a cannot reach Redis")
+	proxy.setCut(false)
+	check(a, "101", v)
+	if err := b.Delete(ctx, p2, idcodec.TypePin, 0); err != nil {
+		t.Fatal(err)
+	}
+	check(a, "100", v)
+	// Another server sees a's write once a has resent its invalidation
+	// (cacheRetry after Redis is back).
+	deadline := time.Now().Add(time.Second)
+	for a.objects.pendingFor(p1) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	check(b, "100", v)
+}

@@ -296,39 +296,88 @@ const MaxHasMany = 250
 // HasMany reports, for each of tos in order, whether from's list m holds
 // it (does this user like these pins, follow these users): from the edge
 // cache for a user's likes and following when the object cache is on
-// (edgecache.go), else with one statement on from's shard. That from is live is read as any read by id is: from
-// the object cache when it is on (never older than a write acknowledged
-// before the call), else by a read on from's host. It does not read the
-// objects of tos: a caller that must not report an edge to a deleted or
-// hidden object reads them (GetMany). ENotFound when from is not a live
-// object of m's from type; EInvalid for a malformed id or more than
-// MaxHasMany of them.
+// (edgecache.go), else with one statement on from's shard. That from is
+// live is read as any read by id is: from the object cache when it is on
+// (never older than a write acknowledged before the call), else by a read
+// on from's host. It does not read the objects of tos (HasManyLive does).
+// ENotFound when from is not a live object of m's from type; EInvalid for
+// a malformed id or more than MaxHasMany of them.
 func (s *Lists) HasMany(ctx context.Context, m model.Mapping, from uint64, tos []uint64) ([]bool, error) {
+	has, _, err := s.hasMany(ctx, m, from, tos, false)
+	return has, err
+}
+
+// HasManyLive is HasMany with the objects of the edges it finds, for a
+// caller that must not report an edge to an object that is gone (its
+// removal from the list may still be on its way, Delete) or that the
+// caller may not see: has[i] is true when the list holds tos[i] and its
+// object is live, and objs[i] is then that object, read as any read by id
+// is. With the edge cache on, the objects the cache holds come in the
+// edges' own round trip; the rest are read by id (GetMany).
+func (s *Lists) HasManyLive(ctx context.Context, m model.Mapping, from uint64, tos []uint64) (has []bool, objs []model.Object, err error) {
+	has, objs, err = s.hasMany(ctx, m, from, tos, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if objs == nil {
+		objs = make([]model.Object, len(tos))
+	}
+	var read []uint64
+	for i, to := range tos {
+		if has[i] && objs[i].ID == 0 {
+			read = append(read, to)
+		}
+	}
+	if len(read) == 0 {
+		return has, objs, nil
+	}
+	found, err := s.objectsByID(ctx, read, m.To())
+	if err != nil {
+		return nil, nil, err
+	}
+	byID := make(map[uint64]model.Object, len(found))
+	for _, o := range found {
+		byID[o.ID] = o
+	}
+	for i, to := range tos {
+		if has[i] && objs[i].ID == 0 {
+			objs[i] = byID[to]
+			has[i] = objs[i].ID != 0
+		}
+	}
+	return has, objs, nil
+}
+
+// hasMany is HasMany, and with objects the entries of tos the object
+// cache returned with the edges (ID 0 for the others; nil when the edges
+// did not come from the cache).
+func (s *Lists) hasMany(ctx context.Context, m model.Mapping, from uint64, tos []uint64, objects bool) ([]bool, []model.Object, error) {
 	const op = "store.HasMany"
 	if !m.Valid() {
-		return nil, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
+		return nil, nil, model.Wrap(op, model.EInvalid, "unknown mapping", nil)
 	}
 	if len(tos) > MaxHasMany {
-		return nil, model.Wrap(op, model.EInvalid, "too many ids", nil)
+		return nil, nil, model.Wrap(op, model.EInvalid, "too many ids", nil)
 	}
 	sh, local, err := s.route(op, from, m.From())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, id := range tos {
 		if _, err := model.CheckID("id", id, 0); err != nil {
-			return nil, shardsql.Classify(op, "", err)
+			return nil, nil, shardsql.Classify(op, "", err)
 		}
+	}
+	if out, objs, ok, err := s.cachedHasMany(ctx, op, sh, m, from, local, tos, objects); ok { // edgecache.go
+		return out, objs, err
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	if out, ok, err := s.cachedHasMany(ctx, op, sh, m, from, local, tos); ok { // edgecache.go
-		return out, err
-	}
 	if _, err := s.get(ctx, op, sh, from, local, m.From()); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s.readEdges(ctx, op, sh, m, from, tos)
+	out, err := s.readEdges(ctx, op, sh, m, from, tos)
+	return out, nil, err
 }
 
 // readEdges reads from MySQL whether from's list m holds each of tos, in

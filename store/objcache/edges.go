@@ -34,9 +34,11 @@ import (
 //
 // Fills follow the leases of objects, with the generation as the lease:
 //
-//   - ReadEdges sets "_g" to a fresh token if the hash has none (creating
-//     the hash, with the entries' TTL), and reads "_g" and the wanted
-//     fields, in one pipeline (with the object's entry).
+//   - ReadEdges reads "_g" and the wanted fields in one pipeline (with
+//     the object's entry). When the hash has no "_g" (so no fields
+//     either), it sets one to a fresh token, creating the hash with the
+//     entries' TTL (newGen, one more round trip, taken only by a read
+//     that goes to MySQL anyway).
 //   - The caller reads the fields that missed from MySQL (masters only),
 //     then FillEdges writes them only if "_g" still holds the token it
 //     read (a Lua compare-and-set); otherwise the fill is refused.
@@ -78,7 +80,10 @@ func edgeField(b []byte, m model.Mapping, to uint64) []byte {
 type EdgeRead struct {
 	Object    model.Object // the list's owner, when ObjectHit
 	ObjectHit bool
-	Found     []byte // per to, in order: EdgePresent, EdgeAbsent or EdgeUnknown
+	// Objects holds, when ReadEdges was asked for them, the entry of each
+	// of tos, in order: ID 0 where the cache has none.
+	Objects []model.Object
+	Found   []byte // per to, in order: EdgePresent, EdgeAbsent or EdgeUnknown
 	// Whole says whether the hash holds the whole list: EdgePresent when
 	// it does (so Found has no EdgeUnknown), EdgeAbsent when the list is
 	// too long to, EdgeUnknown when nobody has read it whole since the
@@ -118,14 +123,16 @@ func (t *edgeTokens) next() string {
 	return t.prefix + strconv.FormatUint(t.n.Add(1), 36)
 }
 
-// ReadEdges reads, in one round trip, the entry of object from and whether
-// its list m holds each of tos, taking the hash's generation (making one
-// when the hash has none). Concurrent callers' reads share round trips
-// (one pipeline of them all, as Get's reads share commands). On a Redis
-// failure it returns the error (counted): the caller reads MySQL and does
-// not fill.
-func (c *Cache) ReadEdges(ctx context.Context, from uint64, m model.Mapping, tos []uint64) (EdgeRead, error) {
-	req := &edgeReq{from: from, m: m, tos: tos}
+// ReadEdges reads, in one round trip, the entry of object from, whether
+// its list m holds each of tos and the hash's generation, and with objects
+// the entries of tos too (EdgeRead.Objects). When the hash has no
+// generation and some of tos missed, it makes one (newGen) so that the
+// caller may fill. Concurrent callers' reads share round trips (one
+// pipeline of them all, as Get's reads share commands). On a Redis failure
+// it returns the error (counted): the caller reads MySQL and does not
+// fill.
+func (c *Cache) ReadEdges(ctx context.Context, from uint64, m model.Mapping, tos []uint64, objects bool) (EdgeRead, error) {
+	req := &edgeReq{from: from, m: m, tos: tos, objects: objects}
 	err := c.edges.reads.do(ctx, c, req)
 	if err == nil {
 		err = req.err
@@ -135,10 +142,6 @@ func (c *Cache) ReadEdges(ctx context.Context, from uint64, m model.Mapping, tos
 		return EdgeRead{}, err
 	}
 	r := req.out
-	if r.ObjectHit {
-		c.hits.Inc()
-		c.stats.Hits.Add(1)
-	}
 	hits := 0
 	for _, f := range r.Found {
 		if f != EdgeUnknown {
@@ -146,29 +149,71 @@ func (c *Cache) ReadEdges(ctx context.Context, from uint64, m model.Mapping, tos
 		}
 	}
 	c.edges.count(hits, len(tos)-hits)
+	// Object hits: the owner, and the entries of tos the caller may use
+	// (those not known absent); a miss is counted by the read that follows.
+	objHits := 0
+	if r.ObjectHit {
+		objHits++
+	}
+	for i, o := range r.Objects {
+		if o.ID != 0 && r.Found[i] != EdgeAbsent {
+			objHits++
+		}
+	}
+	c.hits.Add(float64(objHits))
+	c.stats.Hits.Add(int64(objHits))
+	if r.Gen == "" && hits < len(tos) {
+		if r.Gen, err = c.newGen(ctx, from); err != nil {
+			c.errs.Inc()
+			r.Gen = "" // the caller reads MySQL and fills nothing
+		}
+	}
 	return r, nil
+}
+
+// newGenScript gives the hash KEYS[1] the generation ARGV[1] if it has
+// none, with the TTL ARGV[2] (ms) on a hash it makes, and returns the
+// hash's generation.
+var newGenScript = redis.NewScript(`if redis.call('HSETNX', KEYS[1], '_g', ARGV[1]) == 1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return redis.call('HGET', KEYS[1], '_g')`)
+
+// newGen returns the generation of from's edge hash, making the hash with
+// a fresh one if it has none.
+func (c *Cache) newGen(ctx context.Context, from uint64) (Lease, error) {
+	g, err := newGenScript.Run(c.roundTrip(ctx), c.client, []string{c.edgeKey(from)}, c.edges.tokens.next(), c.ttl.Milliseconds()).Text()
+	return Lease(g), err
 }
 
 // edgeReq is one ReadEdges: what it asks, and once read, its answer.
 type edgeReq struct {
 	waiter
-	from uint64
-	m    model.Mapping
-	tos  []uint64
-	obj  *redis.StringCmd
-	vals *redis.SliceCmd
-	out  EdgeRead
-	err  error
+	from    uint64
+	m       model.Mapping
+	tos     []uint64
+	objects bool               // read the entries of tos as well
+	mget    *redis.SliceCmd    // the entries (from's, then tos'), on one node
+	gets    []*redis.StringCmd // the same on a Redis Cluster, one GET each
+	vals    *redis.SliceCmd
+	out     EdgeRead
+	err     error
 }
 
-func (r *edgeReq) size() int { return edgeHead + len(r.tos) }
+func (r *edgeReq) size() int {
+	if r.objects {
+		return edgeHead + 2*len(r.tos)
+	}
+	return edgeHead + len(r.tos)
+}
 
 // readEdges is the run of the edge reads' coalescer: one pipeline for the
 // whole batch.
 func (c *Cache) readEdges(ctx context.Context, batch []*edgeReq) {
 	pipe := c.client.Pipeline()
+	_, cluster := c.client.(*redis.ClusterClient)
 	for _, r := range batch {
-		r.queue(ctx, c, pipe)
+		r.queue(ctx, c, pipe, cluster)
 	}
 	_, err := pipe.Exec(ctx)
 	if err != nil && errors.Is(err, redis.Nil) {
@@ -182,11 +227,23 @@ func (c *Cache) readEdges(ctx context.Context, batch []*edgeReq) {
 	}
 }
 
-// queue adds r's commands to pipe: the owner's entry, the generation made
-// if the hash has none (with the entries' TTL: a hash just made has no
-// expiry yet), and the fields.
-func (r *edgeReq) queue(ctx context.Context, c *Cache, pipe redis.Pipeliner) {
-	ekey := c.edgeKey(r.from)
+// queue adds r's commands to pipe: the entries (one MGET, or a GET each on
+// a cluster, whose keys live on several nodes) and the hash's fields.
+func (r *edgeReq) queue(ctx context.Context, c *Cache, pipe redis.Pipeliner, cluster bool) {
+	keys := []string{c.key(r.from)}
+	if r.objects {
+		for _, to := range r.tos {
+			keys = append(keys, c.key(to))
+		}
+	}
+	if cluster {
+		r.gets = make([]*redis.StringCmd, len(keys))
+		for i, k := range keys {
+			r.gets[i] = pipe.Get(ctx, k)
+		}
+	} else {
+		r.mget = pipe.MGet(ctx, keys...)
+	}
 	fields := make([]string, edgeHead+len(r.tos))
 	fields[0] = edgeGen
 	fields[1] = wholeField(r.m)
@@ -194,16 +251,36 @@ func (r *edgeReq) queue(ctx context.Context, c *Cache, pipe redis.Pipeliner) {
 	for i, to := range r.tos {
 		fields[edgeHead+i] = string(edgeField(buf[:0], r.m, to))
 	}
-	r.obj = pipe.Get(ctx, c.key(r.from))
-	pipe.HSetNX(ctx, ekey, edgeGen, c.edges.tokens.next())
-	pipe.ExpireNX(ctx, ekey, c.ttl)
-	r.vals = pipe.HMGet(ctx, ekey, fields...)
+	r.vals = pipe.HMGet(ctx, c.edgeKey(r.from), fields...)
+}
+
+// entry is the i-th entry r read (nil for none).
+func (r *edgeReq) entry(i int) []byte {
+	if r.gets != nil {
+		b, _ := r.gets[i].Bytes()
+		return b
+	}
+	if s, ok := r.mget.Val()[i].(string); ok {
+		return []byte(s)
+	}
+	return nil
 }
 
 // parse reads r's answer from its commands' replies.
 func (r *edgeReq) parse() error {
-	if b, err := r.obj.Bytes(); err == nil {
-		r.out.Object, r.out.ObjectHit = decode(r.from, b)
+	n := 1
+	if r.objects {
+		n += len(r.tos)
+	}
+	if r.mget != nil && len(r.mget.Val()) != n {
+		return errors.New("objcache.ReadEdges: short reply")
+	}
+	r.out.Object, r.out.ObjectHit = decode(r.from, r.entry(0))
+	if r.objects {
+		r.out.Objects = make([]model.Object, len(r.tos))
+		for i, to := range r.tos {
+			r.out.Objects[i], _ = decode(to, r.entry(1+i))
+		}
 	}
 	got := r.vals.Val()
 	if len(got) != edgeHead+len(r.tos) {

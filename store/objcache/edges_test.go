@@ -20,7 +20,7 @@ func user(local uint64) uint64 { return idcodec.MustEncode(7, idcodec.TypeUser, 
 // readEdges is ReadEdges that fails the test on an error.
 func readEdges(t *testing.T, c *Cache, from uint64, tos ...uint64) EdgeRead {
 	t.Helper()
-	r, err := c.ReadEdges(ctx, from, model.UserLikes, tos)
+	r, err := c.ReadEdges(ctx, from, model.UserLikes, tos, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func testEdgesFillUnderTheirGeneration(t *testing.T, newCache newCacheFunc) {
 		t.Fatalf("%d edge hits, want 2", got)
 	}
 	// Another list of the same user is another field.
-	if r, err := c.ReadEdges(ctx, u, model.UserFollowing, []uint64{p1}); err != nil || r.Found[0] != EdgeUnknown {
+	if r, err := c.ReadEdges(ctx, u, model.UserFollowing, []uint64{p1}, false); err != nil || r.Found[0] != EdgeUnknown {
 		t.Fatalf("user_following read user_likes' field: %+v %v", r, err)
 	}
 	// A write commits and invalidates; then the slow reader fills.
@@ -69,7 +69,7 @@ func testEdgesFillUnderTheirGeneration(t *testing.T, newCache newCacheFunc) {
 	if r := readEdges(t, c, u, p1, p2); r.Whole != EdgePresent || string(r.Found) != "01" {
 		t.Fatalf("a whole list: %+v", r)
 	}
-	if r, _ := c.ReadEdges(ctx, u, model.UserFollowing, []uint64{p1}); r.Whole != EdgeUnknown || r.Found[0] != EdgeUnknown {
+	if r, _ := c.ReadEdges(ctx, u, model.UserFollowing, []uint64{p1}, false); r.Whole != EdgeUnknown || r.Found[0] != EdgeUnknown {
 		t.Fatalf("user_likes held whole made user_following whole: %+v", r)
 	}
 	// A list too long to hold whole says so, and its entries stay unknown.
@@ -99,6 +99,36 @@ func testEdgesGoWithTheirObject(t *testing.T, newCache newCacheFunc) {
 	}
 	if r := readEdges(t, c, from, to); r.ObjectHit || r.Found[0] != EdgeUnknown {
 		t.Fatalf("after the invalidation: %+v", r)
+	}
+}
+
+// Asked for them, ReadEdges reads the entries of the objects checked in
+// the same round trip: a hit for an object the cache holds, none for one
+// it lacks or whose entry an invalidation dropped.
+func testEdgesReadTheObjectsChecked(t *testing.T, newCache newCacheFunc) {
+	c, _ := newCache(t, Options{})
+	ids := fillPins(t, c, 60, 2)
+	from, missing := user(12), pin(3, 60, 0).ID
+	tos := []uint64{ids[1], missing, ids[0]}
+	r, err := c.ReadEdges(ctx, from, model.UserLikes, tos, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Objects) != 3 || r.Objects[0].ID != ids[1] || r.Objects[1].ID != 0 || r.Objects[2].ID != ids[0] || r.Objects[0].Version != 1 {
+		t.Fatalf("objects read with the edges: %+v", r.Objects)
+	}
+	if err := c.Invalidate(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	r, err = c.ReadEdges(ctx, from, model.UserLikes, tos, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Objects[0].ID != ids[1] || r.Objects[2].ID != 0 {
+		t.Fatalf("after invalidating %d: %+v", ids[0], r.Objects)
+	}
+	if r := readEdges(t, c, from, ids[1]); r.Objects != nil {
+		t.Fatalf("objects read when not asked for: %+v", r.Objects)
 	}
 }
 
@@ -132,7 +162,7 @@ func TestEdgesRedisAway(t *testing.T) {
 	client := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)), DialTimeout: 100 * time.Millisecond, MaxRetries: -1})
 	defer client.Close()
 	c := New(client, Options{Registerer: prometheus.NewRegistry()})
-	if _, err := c.ReadEdges(ctx, user(1), model.UserLikes, []uint64{user(2)}); err == nil {
+	if _, err := c.ReadEdges(ctx, user(1), model.UserLikes, []uint64{user(2)}, false); err == nil {
 		t.Fatal("ReadEdges with Redis away: no error")
 	}
 }
@@ -162,7 +192,7 @@ func testCoalescedEdgeReadsAnswerEachCaller(t *testing.T, newCache newCacheFunc)
 		wg.Go(func() {
 			for k := range 20 {
 				u := (g + k) % users
-				r, err := c.ReadEdges(ctx, user(uint64(u+1)), model.UserLikes, tos)
+				r, err := c.ReadEdges(ctx, user(uint64(u+1)), model.UserLikes, tos, false)
 				if err != nil {
 					t.Error(err)
 					return

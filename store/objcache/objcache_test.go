@@ -45,6 +45,7 @@ var protocol = []struct {
 	{"CoalescedReadsAnswerEachCaller", testCoalescedReadsAnswerEachCaller},
 	{"EdgesFillUnderTheirGeneration", testEdgesFillUnderTheirGeneration}, // edges_test.go
 	{"EdgesGoWithTheirObject", testEdgesGoWithTheirObject},
+	{"EdgesReadTheObjectsChecked", testEdgesReadTheObjectsChecked},
 	{"CoalescedEdgeReadsAnswerEachCaller", testCoalescedEdgeReadsAnswerEachCaller},
 }
 
