@@ -10,22 +10,24 @@ import (
 	"github.com/pinstore/pinstore/model"
 )
 
-// rowWrite begins a statement that adds or removes rows of a table.
-var rowWrite = regexp.MustCompile(`^(?:INSERT(?: IGNORE)? INTO|DELETE FROM|REPLACE INTO) \{db\}\.(\{table\}|\w+)`)
+// rowWrite begins a statement that adds, removes or changes rows of a
+// table.
+var rowWrite = regexp.MustCompile(`^(?:INSERT(?: IGNORE)? INTO|DELETE FROM|REPLACE INTO|UPDATE) \{db\}\.(\{table\}|\w+)`)
 
-// Every statement that adds or removes rows of a list's table is sent by
-// AddEdge, AddEdges, RemoveEdge or RemoveList, and each of them changes
-// the list's count through Tx.change or Tx.changeLater, which records the
-// list's owner as changed: so no row of a list comes or goes without its
-// owner's cached copy, and the edges cached with it (package objcache),
-// being invalidated after the commit.
+// Every statement that adds, removes or reorders rows of a list's table is
+// sent by AddEdge, AddEdges, RemoveEdge, RemoveList, SetSequence or
+// ShiftDown, and each of them records the list's owner as changed through
+// Tx.change or Tx.changeLater (the first four by changing the list's
+// count): so no row of a list comes, goes or moves without its owner's
+// cached copy, and the edges and first pages cached with it (package
+// objcache), being invalidated after the commit.
 func TestListRowWritesRecordTheirOwner(t *testing.T) {
 	listTable := map[string]bool{"{table}": true}
 	for _, m := range model.Mappings() {
 		listTable[m.Table()] = true
 	}
 	_, files := parsePackage(t)
-	// The statements that add or remove list rows. perListTable's are
+	// The statements that add, remove or reorder list rows. perListTable's are
 	// shared with the feed table, and none of them writes.
 	declared := declaredStatements(files, func(decl, text string) bool {
 		m := rowWrite.FindStringSubmatch(text)
@@ -56,11 +58,11 @@ func TestListRowWritesRecordTheirOwner(t *testing.T) {
 			}
 			writers[fn.Name.Name] = true
 			if !records {
-				t.Errorf("%s adds or removes list rows without recording their owner (Tx.change)", fn.Name.Name)
+				t.Errorf("%s adds, removes or reorders list rows without recording their owner (Tx.change)", fn.Name.Name)
 			}
 		}
 	}
-	if want := []string{"AddEdge", "AddEdges", "RemoveEdge", "RemoveList"}; !slices.Equal(slices.Sorted(maps.Keys(writers)), want) {
-		t.Errorf("list rows are added or removed by %v, want only %v", slices.Sorted(maps.Keys(writers)), want)
+	if want := []string{"AddEdge", "AddEdges", "RemoveEdge", "RemoveList", "SetSequence", "ShiftDown"}; !slices.Equal(slices.Sorted(maps.Keys(writers)), want) {
+		t.Errorf("list rows are added, removed or reordered by %v, want only %v", slices.Sorted(maps.Keys(writers)), want)
 	}
 }

@@ -376,14 +376,16 @@ func Neighbour(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Mappin
 
 // ShiftDown lowers by two the sequence of every entry of from's list m at
 // or below pos, other than skip: room for one entry just above pos.
-func ShiftDown(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mapping, from, skip uint64, pos Position) error {
-	_, err := x.ExecContext(ctx, db.sql(shiftDown.of(m)), from, skip, pos.Seq, pos.Seq, pos.To)
+func ShiftDown(ctx context.Context, t *Tx, db DB, m model.Mapping, from, skip uint64, pos Position) error {
+	_, err := t.change(ctx, []uint64{from}, db.sql(shiftDown.of(m)), from, skip, pos.Seq, pos.Seq, pos.To)
 	return err
 }
 
-// SetSequence gives entry to of from's list m a new sequence.
-func SetSequence(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mapping, from, to uint64, seq int64) error {
-	_, err := x.ExecContext(ctx, db.sql(setSequence.of(m)), seq, from, to)
+// SetSequence gives entry to of from's list m a new sequence. Like every
+// change to a list's rows, it records from as changed (a cached first
+// page of the list goes with from's invalidation).
+func SetSequence(ctx context.Context, t *Tx, db DB, m model.Mapping, from, to uint64, seq int64) error {
+	_, err := t.change(ctx, []uint64{from}, db.sql(setSequence.of(m)), seq, from, to)
 	return err
 }
 
