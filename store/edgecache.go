@@ -61,13 +61,12 @@ func (s *Lists) wholeList() int {
 // the item pages and edge routes check.
 func edgeCached(m model.Mapping) bool { return m.ViewerEdge() != "" }
 
-// edgeOwnerTypes are the types whose objects own an edge-cached list: only
-// their invalidations drop an edge hash.
+// edgeOwnerTypes are the types whose objects own a list, and so may have
+// an edge hash (edge-cached lists' owners, and the first pages of any
+// list, pagecache.go): only their invalidations drop one.
 var edgeOwnerTypes = func() (out [model.TypeSlots]bool) {
 	for _, m := range model.Mappings() {
-		if edgeCached(m) {
-			out[m.From()] = true
-		}
+		out[m.From()] = true
 	}
 	return out
 }()

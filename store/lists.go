@@ -79,13 +79,18 @@ func (s *Lists) list(ctx context.Context, op string, m model.Mapping, from uint6
 	if err != nil {
 		return model.List{}, nil, err
 	}
+	carried := slices.Index(model.Counted(m.From()), m)
+	if !withObjects {
+		if l, ok, err := s.cachedFirstPage(ctx, op, sh, m, from, local, p, q, carried); ok { // pagecache.go
+			return l, nil, err
+		}
+	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
 	// One read checks that the list's owner is live and reads the list's
 	// length (batched with other requests' reads, pointread); a statement
 	// of its own reads the page (and, withObjects, its objects). The length
 	// is among the owner's own counts, or asked for besides them.
-	carried := slices.Index(model.Counted(m.From()), m)
 	count, secret, err := s.listOwner(ctx, op, sh, m, from, local, carried)
 	if err != nil {
 		return model.List{}, nil, err
@@ -150,10 +155,8 @@ func (s *Lists) listOwner(ctx context.Context, op string, sh topology.Shard, m m
 		}
 		counts = owner.Row.Counts
 	}
-	if j := slices.Index(model.SecretCounted(m.From()), m); j >= 0 {
-		secret = counts[len(model.Counted(m.From()))+j]
-	}
-	return counts[carried], secret, nil
+	count, secret = listCounts(counts, m, carried)
+	return count, secret, nil
 }
 
 // pageOf turns a page request on list kind of from into the rows to read:

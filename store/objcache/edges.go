@@ -89,7 +89,8 @@ type EdgeRead struct {
 	// too long to, EdgeUnknown when nobody has read it whole since the
 	// last invalidation.
 	Whole byte
-	Gen   Lease // the hash's generation: the caller's right to fill
+	Gen   Lease  // the hash's generation: the caller's right to fill
+	Page  []byte // ReadPage's: the page cached, nil for none
 }
 
 // edgeHead is how many fields ReadEdges reads before those of tos.
@@ -132,16 +133,10 @@ func (t *edgeTokens) next() string {
 // it returns the error (counted): the caller reads MySQL and does not
 // fill.
 func (c *Cache) ReadEdges(ctx context.Context, from uint64, m model.Mapping, tos []uint64, objects bool) (EdgeRead, error) {
-	req := &edgeReq{from: from, m: m, tos: tos, objects: objects}
-	err := c.edges.reads.do(ctx, c, req)
-	if err == nil {
-		err = req.err
-	}
+	r, err := c.readHash(ctx, &edgeReq{from: from, m: m, tos: tos, objects: objects})
 	if err != nil {
-		c.errs.Inc()
-		return EdgeRead{}, err
+		return r, err
 	}
-	r := req.out
 	hits := 0
 	for _, f := range r.Found {
 		if f != EdgeUnknown {
@@ -171,6 +166,20 @@ func (c *Cache) ReadEdges(ctx context.Context, from uint64, m model.Mapping, tos
 	return r, nil
 }
 
+// readHash runs req with the edge and page reads of concurrent callers
+// (one pipeline) and returns its answer; a failure is counted.
+func (c *Cache) readHash(ctx context.Context, req *edgeReq) (EdgeRead, error) {
+	err := c.edges.reads.do(ctx, c, req)
+	if err == nil {
+		err = req.err
+	}
+	if err != nil {
+		c.errs.Inc()
+		return EdgeRead{}, err
+	}
+	return req.out, nil
+}
+
 // newGenScript gives the hash KEYS[1] the generation ARGV[1] if it has
 // none, with the TTL ARGV[2] (ms) on a hash it makes, and returns the
 // hash's generation.
@@ -193,6 +202,7 @@ type edgeReq struct {
 	m       model.Mapping
 	tos     []uint64
 	objects bool               // read the entries of tos as well
+	page    string             // instead of edges, this page field (pages.go)
 	mget    *redis.SliceCmd    // the entries (from's, then tos'), on one node
 	gets    []*redis.StringCmd // the same on a Redis Cluster, one GET each
 	vals    *redis.SliceCmd
@@ -201,6 +211,9 @@ type edgeReq struct {
 }
 
 func (r *edgeReq) size() int {
+	if r.page != "" {
+		return edgeHead
+	}
 	if r.objects {
 		return edgeHead + 2*len(r.tos)
 	}
@@ -243,6 +256,10 @@ func (r *edgeReq) queue(ctx context.Context, c *Cache, pipe redis.Pipeliner, clu
 		}
 	} else {
 		r.mget = pipe.MGet(ctx, keys...)
+	}
+	if r.page != "" {
+		r.vals = pipe.HMGet(ctx, c.edgeKey(r.from), edgeGen, r.page)
+		return
 	}
 	fields := make([]string, edgeHead+len(r.tos))
 	fields[0] = edgeGen
@@ -289,6 +306,12 @@ func (r *edgeReq) parse() error {
 	if g, ok := got[0].(string); ok {
 		r.out.Gen = Lease(g)
 	}
+	if r.page != "" {
+		if v, ok := got[1].(string); ok {
+			r.out.Page = []byte(v)
+		}
+		return nil
+	}
 	r.out.Whole = state(got[1])
 	r.out.Found = make([]byte, len(r.tos))
 	for i := range r.tos {
@@ -331,13 +354,20 @@ func (c *Cache) FillEdges(ctx context.Context, from uint64, m model.Mapping, gen
 		}
 		args = append(args, string(edgeField(buf[:0], m, to)), v)
 	}
+	c.fillHash(ctx, from, args, c.edges.refused, &c.edges.stats)
+}
+
+// fillHash sets fields of from's hash, args being the generation and then
+// (name, value) pairs, if the hash's generation is still the one given;
+// a refusal is counted in refused and stats, an error in the cache's.
+func (c *Cache) fillHash(ctx context.Context, from uint64, args []any, refused prometheus.Counter, stats *Stats) {
 	n, err := fillEdges.Run(c.roundTrip(ctx), c.client, []string{c.edgeKey(from)}, args...).Int()
 	switch {
 	case err != nil:
 		c.errs.Inc()
 	case n == 0:
-		c.edges.refused.Inc()
-		c.edges.stats.Refused.Add(1)
+		refused.Inc()
+		stats.Refused.Add(1)
 	}
 }
 

@@ -84,6 +84,7 @@ type Cache struct {
 	stats                       Stats
 	reads                       *reader
 	edges                       edgeCounters // edges.go
+	pages                       pageCounters // pages.go
 	edgeOwners                  func(id uint64) bool
 }
 
@@ -123,6 +124,11 @@ func New(client redis.UniversalClient, opts Options) *Cache {
 	c.refused = counter("pinstore_object_cache_fills_refused_total", "Fills refused because a write invalidated the entry after the reader missed: the reader's copy may have been stale.")
 	c.errs = counter("pinstore_object_cache_errors_total", "Object cache round trips that failed or timed out.")
 	c.edges = newEdgeCounters(c, counter)
+	c.pages = pageCounters{
+		hits:    counter("pinstore_page_cache_hits_total", "First pages of lists read from the Redis cache."),
+		misses:  counter("pinstore_page_cache_misses_total", "First pages of lists not in the cache (read from MySQL)."),
+		refused: counter("pinstore_page_cache_fills_refused_total", "Page fills refused because a write invalidated the list's owner after the reader took the generation."),
+	}
 	return c
 }
 

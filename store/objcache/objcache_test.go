@@ -46,6 +46,7 @@ var protocol = []struct {
 	{"EdgesFillUnderTheirGeneration", testEdgesFillUnderTheirGeneration}, // edges_test.go
 	{"EdgesGoWithTheirObject", testEdgesGoWithTheirObject},
 	{"EdgesReadTheObjectsChecked", testEdgesReadTheObjectsChecked},
+	{"PagesFillUnderTheirGeneration", testPagesFillUnderTheirGeneration}, // pages_test.go
 	{"CoalescedEdgeReadsAnswerEachCaller", testCoalescedEdgeReadsAnswerEachCaller},
 }
 

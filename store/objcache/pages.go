@@ -1,0 +1,116 @@
+package objcache
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pinstore/pinstore/model"
+)
+
+// # First pages
+//
+// The first page of an object's list (a board's pins, a user's followers,
+// newest or oldest first, of a given length) is cached in the same hash
+// as the object's edges (edges.go), in the field "p<mapping>:<rows>:<a|d>",
+// as the rows the page read: 'P', then each entry's id and sequence, 16
+// bytes.
+// It is exact for the same reason the edges are: every statement that
+// adds, removes or reorders a row of an object's list records the object
+// as changed in the same transaction (package shardsql), and the object's
+// invalidation deletes the hash. Fills take the hash's generation as
+// edges do, before the page is read from MySQL (a master), and are refused
+// if an invalidation has deleted the hash since.
+
+// PageField is the field of the first rows rows of m, in descending
+// (newest first) or ascending order.
+func PageField(m model.Mapping, rows int, desc bool) string {
+	b := make([]byte, 0, 24)
+	b = append(b, 'p')
+	b = strconv.AppendUint(b, uint64(m), 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, int64(rows), 10)
+	if desc {
+		return string(append(b, ":d"...))
+	}
+	return string(append(b, ":a"...))
+}
+
+// ReadPage reads, in one round trip shared with concurrent callers' edge
+// and page reads, the entry of object from and its cached page field
+// (EdgeRead.Page, nil when not cached), taking the hash's generation
+// (making one when the hash has none and the page missed). On a Redis
+// failure it returns the error (counted): the caller reads MySQL and does
+// not fill.
+func (c *Cache) ReadPage(ctx context.Context, from uint64, field string) (EdgeRead, error) {
+	r, err := c.readHash(ctx, &edgeReq{from: from, page: field})
+	if err != nil {
+		return r, err
+	}
+	if r.ObjectHit {
+		c.hits.Inc()
+		c.stats.Hits.Add(1)
+	}
+	if r.Page != nil {
+		c.pages.hits.Inc()
+		c.pages.stats.Hits.Add(1)
+		return r, nil
+	}
+	c.pages.misses.Inc()
+	c.pages.stats.Misses.Add(1)
+	if r.Gen == "" {
+		if r.Gen, err = c.newGen(ctx, from); err != nil {
+			c.errs.Inc()
+			r.Gen = ""
+		}
+	}
+	return r, nil
+}
+
+// FillPage caches page, the value of field of from's hash as read from
+// MySQL after ReadPage, under the generation gen ReadPage returned; an
+// invalidation since refuses it (counted). Failures only cost later
+// misses.
+func (c *Cache) FillPage(ctx context.Context, from uint64, gen Lease, field string, page []byte) {
+	if gen == "" {
+		return
+	}
+	c.fillHash(ctx, from, []any{string(gen), field, page}, c.pages.refused, &c.pages.stats)
+}
+
+// pageCounters are the page cache's counters.
+type pageCounters struct {
+	hits, misses, refused prometheus.Counter
+	stats                 Stats
+}
+
+// PageStats returns the page cache's counters: Hits and Misses count
+// pages read, Refused counts fills.
+func (c *Cache) PageStats() *Stats { return &c.pages.stats }
+
+// EncodePage is the cached form of a page's rows.
+func EncodePage(entries []model.Entry) []byte {
+	b := make([]byte, 1, 1+16*len(entries))
+	b[0] = 'P'
+	for _, e := range entries {
+		b = binary.BigEndian.AppendUint64(b, e.To)
+		b = binary.BigEndian.AppendUint64(b, uint64(e.Sequence))
+	}
+	return b
+}
+
+// DecodePage reads the rows EncodePage wrote.
+func DecodePage(b []byte) ([]model.Entry, error) {
+	if len(b) == 0 || b[0] != 'P' || (len(b)-1)%16 != 0 {
+		return nil, errors.New("objcache: a cached page that EncodePage did not write")
+	}
+	b = b[1:]
+	out := make([]model.Entry, len(b)/16)
+	for i := range out {
+		out[i] = model.Entry{To: binary.BigEndian.Uint64(b[16*i:]), Sequence: int64(binary.BigEndian.Uint64(b[16*i+8:]))}
+	}
+	return out, nil
+}

@@ -1,0 +1,69 @@
+package objcache
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/pinstore/pinstore/model"
+)
+
+// readPage is ReadPage that fails the test on an error.
+func readPage(t *testing.T, c *Cache, from uint64, field string) EdgeRead {
+	t.Helper()
+	r, err := c.ReadPage(ctx, from, field)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// A first page is filled under the generation its reader took and read
+// back whole; an empty page is a hit, not a miss; an invalidation of its
+// owner drops it and refuses the fill of a reader from before it.
+func testPagesFillUnderTheirGeneration(t *testing.T, newCache newCacheFunc) {
+	c, _ := newCache(t, Options{})
+	owner := fillPins(t, c, 80, 1)[0] // a pin owns lists too (its likers)
+	field, other := PageField(model.PinLikers, 26, true), PageField(model.PinLikers, 26, false)
+	r := readPage(t, c, owner, field)
+	if r.Page != nil || r.Gen == "" || !r.ObjectHit {
+		t.Fatalf("first read: %+v", r)
+	}
+	page := []model.Entry{{To: user(1), Sequence: 30}, {To: user(2), Sequence: -4}}
+	c.FillPage(ctx, owner, r.Gen, field, EncodePage(page))
+	c.FillPage(ctx, owner, r.Gen, other, EncodePage(nil))
+	r2 := readPage(t, c, owner, field)
+	got, err := DecodePage(r2.Page)
+	if err != nil || !slices.Equal(got, page) {
+		t.Fatalf("read back %v (%v), want %v", got, err, page)
+	}
+	if r3 := readPage(t, c, owner, other); r3.Page == nil {
+		t.Fatal("an empty page read as a miss")
+	} else if got, err := DecodePage(r3.Page); err != nil || len(got) != 0 {
+		t.Fatalf("the empty page: %v, %v", got, err)
+	}
+	if st := c.PageStats(); st.Hits.Load() != 2 || st.Misses.Load() != 1 {
+		t.Fatalf("%d hits, %d misses; want 2 and 1", st.Hits.Load(), st.Misses.Load())
+	}
+	stale := readPage(t, c, owner, PageField(model.PinLikers, 51, true)) // a miss: its generation
+	if err := c.Invalidate(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	if r := readPage(t, c, owner, field); r.Page != nil || r.ObjectHit {
+		t.Fatalf("after the invalidation: %+v", r)
+	}
+	c.FillPage(ctx, owner, stale.Gen, field, EncodePage(page))
+	if r := readPage(t, c, owner, field); r.Page != nil {
+		t.Fatal("a fill from before the invalidation was taken")
+	}
+	if c.PageStats().Refused.Load() != 1 {
+		t.Fatalf("%d fills refused, want 1", c.PageStats().Refused.Load())
+	}
+}
+
+func TestDecodePageRefusesWhatEncodePageDidNotWrite(t *testing.T) {
+	for _, b := range [][]byte{nil, {}, []byte("P123"), []byte("Q")} {
+		if _, err := DecodePage(b); err == nil {
+			t.Errorf("DecodePage(%q): no error", b)
+		}
+	}
+}

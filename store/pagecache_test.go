@@ -1,0 +1,144 @@
+package store
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/internal/testenv"
+	"github.com/pinstore/pinstore/model"
+)
+
+// First pages come from the cache once read, and are never older than a
+// write acknowledged before the read: pins created, moved by hand and
+// deleted through another server, a board created on the owner's list,
+// and this server's own move whose invalidation Redis did not take. Each
+// page is held against the same page read by a server with the cache off.
+func TestFirstPageFromTheCache(t *testing.T) {
+	b, m := openTest(t) // on Redis directly
+	proxy := startCutProxy(t, testenv.RedisAddr(t))
+	a := openSecond(t, b, proxy.ln.Addr().String())
+	truth, err := Open(ctx, Config{Map: m, CursorSecret: []byte("test"), Redis: RedisConfig{Disabled: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { truth.Close() })
+	owner := mustUser(t, b, "owner")
+	board := mustBoard(t, b, owner)
+	var pins []uint64
+	for range 5 {
+		pins = append(pins, mustPin(t, b, board))
+	}
+	type read struct {
+		m    model.Mapping
+		from uint64
+		p    model.Page
+	}
+	reads := []read{
+		{model.BoardPins, board, model.Page{Limit: 3, Desc: true}},
+		{model.BoardPins, board, model.Page{Limit: 3}},
+		{model.BoardPins, board, model.Page{Limit: 10, Desc: true}},
+		{model.UserBoards, owner, model.Page{Limit: 2, Desc: true}},
+	}
+	check := func(s *Store, when string) {
+		t.Helper()
+		for _, r := range reads {
+			want, err := truth.List(ctx, r.m, r.from, r.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.List(ctx, r.m, r.from, r.p)
+			if err != nil {
+				t.Fatalf("%s: %v", when, err)
+			}
+			if !slices.Equal(got.Entries, want.Entries) || got.Count != want.Count || got.NextCursor != want.NextCursor {
+				t.Fatalf("%s, %s of %d %+v: got %v (count %d, next %q), want %v (count %d, next %q)", when, r.m, r.from, r.p,
+					got.Entries, got.Count, got.NextCursor, want.Entries, want.Count, want.NextCursor)
+			}
+		}
+	}
+	st := a.objects.cache.PageStats()
+	check(a, "first read")
+	hits, misses := st.Hits.Load(), st.Misses.Load()
+	check(a, "read again")
+	if st.Hits.Load() != hits+int64(len(reads)) || st.Misses.Load() != misses {
+		t.Fatalf("read again: %d hits, %d misses; want %d and 0", st.Hits.Load()-hits, st.Misses.Load()-misses, len(reads))
+	}
+	pins = append(pins, mustPin(t, b, board))
+	check(a, "after a create through the other server")
+	if err := b.Move(ctx, model.BoardPins, board, pins[0], pins[5], 0); err != nil {
+		t.Fatal(err)
+	}
+	check(a, "after a move through the other server")
+	if err := b.Move(ctx, model.BoardPins, board, pins[3], 0, pins[1]); err != nil {
+		t.Fatal(err)
+	}
+	check(a, "after a second move")
+	if err := b.Delete(ctx, pins[5], idcodec.TypePin, 0); err != nil {
+		t.Fatal(err)
+	}
+	check(a, "after a delete through the other server")
+	mustBoard(t, b, owner)
+	check(a, "after a board created through the other server")
+	// a's own move, whose invalidation Redis does not take: b fills its
+	// pages again before it; a must not read them.
+	proxy.setCut(true)
+	check(b, "the other server, before the move")
+	if err := a.Move(ctx, model.BoardPins, board, pins[4], pins[0], 0); err != nil {
+		t.Fatal(err)
+	}
+	if !a.objects.pendingFor(board) {
+		t.Fatal("setup: the move's invalidation is not pending")
+	}
+	proxy.setCut(false)
+	check(a, "after this server's move, its invalidation pending")
+	deadline := time.Now().Add(time.Second)
+	for a.objects.pendingFor(board) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	check(b, "the other server, once the invalidation was resent")
+}
+
+// Pages whose reads overlap no write see the last acknowledged one:
+// moves through alternating servers, each followed by reads of the first
+// page through both.
+func TestFirstPageAfterEachMove(t *testing.T) {
+	a, _ := openTest(t)
+	b := openSecond(t, a, testenv.RedisAddr(t))
+	stores := []*Store{a, b}
+	board := mustBoard(t, a, mustUser(t, a, "mover"))
+	var pins []uint64
+	for range 6 {
+		pins = append(pins, mustPin(t, a, board))
+	}
+	order := slices.Clone(pins)
+	slices.Reverse(order) // newest first
+	for i := range 40 {
+		item, anchor := order[(i*5+3)%len(order)], order[(i*7+1)%len(order)]
+		if item == anchor {
+			continue
+		}
+		if err := stores[i%2].Move(ctx, model.BoardPins, board, item, anchor, 0); err != nil {
+			t.Fatal(err)
+		}
+		order = slices.DeleteFunc(order, func(id uint64) bool { return id == item })
+		order = slices.Insert(order, slices.Index(order, anchor), item)
+		for _, s := range stores {
+			l, err := s.List(ctx, model.BoardPins, board, model.Page{Limit: len(pins), Desc: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []uint64
+			for _, e := range l.Entries {
+				got = append(got, e.To)
+			}
+			if !slices.Equal(got, order) {
+				t.Fatalf("move %d (%d before %d): page %v, want %v", i, item, anchor, got, order)
+			}
+		}
+	}
+	if a.objects.cache.PageStats().Hits.Load()+b.objects.cache.PageStats().Hits.Load() == 0 {
+		t.Fatal("no page came from the cache: the test did not test it")
+	}
+}
