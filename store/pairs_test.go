@@ -127,7 +127,10 @@ func TestPairsHealWithoutACommand(t *testing.T) {
 	s0, m := openTest(t)
 	a, b := mustUser(t, s0, "a"), mustUser(t, s0, "b")
 	halfWrite(t, s0, shardsql.Pair{M: model.UserFollowing, From: a, To: b}, true)
-	s, err := Open(ctx, Config{Map: m, CursorSecret: []byte("test"), PairSweep: 50 * time.Millisecond, Redis: RedisConfig{Disabled: true}})
+	// Another server of the same deployment: on the same Redis and object
+	// cache, since a server with the cache off records nothing of what it
+	// changes for the others' caches (s0 reads b's first page from it).
+	s, err := Open(ctx, Config{Map: m, CursorSecret: []byte("test"), PairSweep: 50 * time.Millisecond, Redis: s0.cfg.Redis, ObjectCache: s0.cfg.ObjectCache})
 	if err != nil {
 		t.Fatal(err)
 	}
