@@ -29,12 +29,13 @@ import (
 // by id afterwards, as every list's are.
 
 // cachedFirstPage is list's first page from the cache; ok is false when
-// the cache cannot answer (off, not a first page, a list its owner does
-// not count, the owner's invalidation pending, Redis away) and the caller
-// reads MySQL. carried is m's index among its owner's counts.
+// the cache cannot answer (off, not a first page, the owner's
+// invalidation pending, Redis away) and the caller reads MySQL. carried
+// is m's index among its owner's counts, or -1: a list its owner does not
+// count (a user's likes) keeps its length with the page.
 func (s *Lists) cachedFirstPage(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, p model.Page, q shardsql.Page, carried int) (l model.List, ok bool, err error) {
 	oc := s.objects
-	if !oc.on() || carried < 0 || p.Cursor != "" || p.Offset != 0 || p.TimeRange() || oc.pendingFor(from) {
+	if !oc.on() || p.Cursor != "" || p.Offset != 0 || p.TimeRange() || oc.pendingFor(from) {
 		return l, false, nil
 	}
 	field := objcache.PageField(m, q.Limit, p.Desc)
@@ -48,23 +49,45 @@ func (s *Lists) cachedFirstPage(ctx context.Context, op string, sh topology.Shar
 			return l, true, err
 		}
 	}
+	var count int64
 	var entries []model.Entry
 	if r.Page != nil {
-		entries, err = objcache.DecodePage(r.Page)
+		count, entries, err = objcache.DecodePage(r.Page)
 	}
 	if r.Page == nil || err != nil {
-		// A fill never comes from a replica, which may lack a write whose
-		// invalidation the generation came after.
-		mctx, cancel := s.deadline(replicas.OnMaster(ctx))
-		defer cancel()
-		if entries, err = shardsql.ReadPage(mctx, s.reader(mctx, sh).DB, sh.DB, m.Table(), from, q); err != nil {
-			return l, true, classify(op, sh, err)
+		if count, entries, err = s.readFirstPage(ctx, op, sh, m, from, local, q, carried); err != nil {
+			return l, true, err
 		}
-		oc.cache.FillPage(ctx, from, r.Gen, field, objcache.EncodePage(entries))
+		oc.cache.FillPage(ctx, from, r.Gen, field, objcache.EncodePage(count, entries))
 	}
 	l = s.page(entries, p, uint8(m), from)
-	l.Count, l.Secret = listCounts(owner.Counts, m, carried)
+	if carried < 0 {
+		l.Count = count
+	} else {
+		l.Count, l.Secret = listCounts(owner.Counts, m, carried)
+	}
 	return l, true, nil
+}
+
+// readFirstPage reads a first page's rows from MySQL and, for a list its
+// owner does not count (carried -1), the list's length; else count is -1.
+// A fill never comes from a replica, which may lack a write whose
+// invalidation the generation came after: both reads go to the master.
+func (s *Lists) readFirstPage(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, q shardsql.Page, carried int) (count int64, entries []model.Entry, err error) {
+	ctx, cancel := s.deadline(replicas.OnMaster(ctx))
+	defer cancel()
+	count = -1
+	if carried < 0 {
+		owner, err := s.readPoint(ctx, op, sh, m.From(), local, m)
+		if err != nil {
+			return 0, nil, err
+		}
+		count = owner.N
+	}
+	if entries, err = shardsql.ReadPage(ctx, s.reader(ctx, sh).DB, sh.DB, m.Table(), from, q); err != nil {
+		return 0, nil, classify(op, sh, err)
+	}
+	return count, entries, nil
 }
 
 // listCounts reads, from an owner's counts, the length of its list m (at

@@ -17,7 +17,9 @@ import (
 // First pages come from the cache once read, and are never older than a
 // write acknowledged before the read: pins created, moved by hand and
 // deleted through another server, a board created on the owner's list,
-// and this server's own move whose invalidation Redis did not take. Each
+// a like and an unlike (a list the user does not count: its length is
+// the page's own), and this server's own move whose invalidation Redis
+// did not take. Each
 // page is held against the same page read by a server with the cache off.
 func TestFirstPageFromTheCache(t *testing.T) {
 	b, m := openTest(t) // on Redis directly
@@ -28,11 +30,16 @@ func TestFirstPageFromTheCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { truth.Close() })
-	owner := mustUser(t, b, "owner")
+	owner, liker := mustUser(t, b, "owner"), mustUser(t, b, "liker")
 	board := mustBoard(t, b, owner)
 	var pins []uint64
 	for range 5 {
 		pins = append(pins, mustPin(t, b, board))
+	}
+	for _, p := range pins[:3] {
+		if err := b.AddMapping(ctx, model.UserLikes, liker, p); err != nil {
+			t.Fatal(err)
+		}
 	}
 	type read struct {
 		m    model.Mapping
@@ -44,6 +51,7 @@ func TestFirstPageFromTheCache(t *testing.T) {
 		{model.BoardPins, board, model.Page{Limit: 3}},
 		{model.BoardPins, board, model.Page{Limit: 10, Desc: true}},
 		{model.UserBoards, owner, model.Page{Limit: 2, Desc: true}},
+		{model.UserLikes, liker, model.Page{Limit: 2, Desc: true}}, // not counted on the user: the page keeps its length
 	}
 	check := func(s *Store, when string) {
 		t.Helper()
@@ -85,6 +93,14 @@ func TestFirstPageFromTheCache(t *testing.T) {
 	check(a, "after a delete through the other server")
 	mustBoard(t, b, owner)
 	check(a, "after a board created through the other server")
+	if err := b.RemoveMapping(ctx, model.UserLikes, liker, pins[2]); err != nil {
+		t.Fatal(err)
+	}
+	check(a, "after an unlike through the other server")
+	if err := b.AddMapping(ctx, model.UserLikes, liker, pins[4]); err != nil {
+		t.Fatal(err)
+	}
+	check(a, "after a like through the other server")
 	// a's own move, whose invalidation Redis does not take: b fills its
 	// pages again before it; a must not read them.
 	proxy.setCut(true)

@@ -16,8 +16,9 @@ import (
 // The first page of an object's list (a board's pins, a user's followers,
 // newest or oldest first, of a given length) is cached in the same hash
 // as the object's edges (edges.go), in the field "p<mapping>:<rows>:<a|d>",
-// as the rows the page read: 'P', then each entry's id and sequence, 16
-// bytes.
+// as the rows the page read: 'P', the list's length when its owner does
+// not carry it among its counts (8 bytes), then each entry's id and
+// sequence, 16 bytes.
 // It is exact for the same reason the edges are: every statement that
 // adds, removes or reorders a row of an object's list records the object
 // as changed in the same transaction (package shardsql), and the object's
@@ -91,10 +92,12 @@ type pageCounters struct {
 // pages read, Refused counts fills.
 func (c *Cache) PageStats() *Stats { return &c.pages.stats }
 
-// EncodePage is the cached form of a page's rows.
-func EncodePage(entries []model.Entry) []byte {
-	b := make([]byte, 1, 1+16*len(entries))
+// EncodePage is the cached form of a page's rows, and of the list's
+// length when its owner does not carry it (else -1).
+func EncodePage(count int64, entries []model.Entry) []byte {
+	b := make([]byte, 9, 9+16*len(entries))
 	b[0] = 'P'
+	binary.BigEndian.PutUint64(b[1:], uint64(count))
 	for _, e := range entries {
 		b = binary.BigEndian.AppendUint64(b, e.To)
 		b = binary.BigEndian.AppendUint64(b, uint64(e.Sequence))
@@ -102,15 +105,15 @@ func EncodePage(entries []model.Entry) []byte {
 	return b
 }
 
-// DecodePage reads the rows EncodePage wrote.
-func DecodePage(b []byte) ([]model.Entry, error) {
-	if len(b) == 0 || b[0] != 'P' || (len(b)-1)%16 != 0 {
-		return nil, errors.New("objcache: a cached page that EncodePage did not write")
+// DecodePage reads what EncodePage wrote.
+func DecodePage(b []byte) (count int64, entries []model.Entry, err error) {
+	if len(b) < 9 || b[0] != 'P' || (len(b)-9)%16 != 0 {
+		return 0, nil, errors.New("objcache: a cached page that EncodePage did not write")
 	}
-	b = b[1:]
-	out := make([]model.Entry, len(b)/16)
-	for i := range out {
-		out[i] = model.Entry{To: binary.BigEndian.Uint64(b[16*i:]), Sequence: int64(binary.BigEndian.Uint64(b[16*i+8:]))}
+	count, b = int64(binary.BigEndian.Uint64(b[1:])), b[9:]
+	entries = make([]model.Entry, len(b)/16)
+	for i := range entries {
+		entries[i] = model.Entry{To: binary.BigEndian.Uint64(b[16*i:]), Sequence: int64(binary.BigEndian.Uint64(b[16*i+8:]))}
 	}
-	return out, nil
+	return count, entries, nil
 }

@@ -29,17 +29,17 @@ func testPagesFillUnderTheirGeneration(t *testing.T, newCache newCacheFunc) {
 		t.Fatalf("first read: %+v", r)
 	}
 	page := []model.Entry{{To: user(1), Sequence: 30}, {To: user(2), Sequence: -4}}
-	c.FillPage(ctx, owner, r.Gen, field, EncodePage(page))
-	c.FillPage(ctx, owner, r.Gen, other, EncodePage(nil))
+	c.FillPage(ctx, owner, r.Gen, field, EncodePage(7, page))
+	c.FillPage(ctx, owner, r.Gen, other, EncodePage(-1, nil))
 	r2 := readPage(t, c, owner, field)
-	got, err := DecodePage(r2.Page)
-	if err != nil || !slices.Equal(got, page) {
-		t.Fatalf("read back %v (%v), want %v", got, err, page)
+	n, got, err := DecodePage(r2.Page)
+	if err != nil || n != 7 || !slices.Equal(got, page) {
+		t.Fatalf("read back %d, %v (%v), want 7, %v", n, got, err, page)
 	}
 	if r3 := readPage(t, c, owner, other); r3.Page == nil {
 		t.Fatal("an empty page read as a miss")
-	} else if got, err := DecodePage(r3.Page); err != nil || len(got) != 0 {
-		t.Fatalf("the empty page: %v, %v", got, err)
+	} else if n, got, err := DecodePage(r3.Page); err != nil || n != -1 || len(got) != 0 {
+		t.Fatalf("the empty page: %d, %v, %v", n, got, err)
 	}
 	if st := c.PageStats(); st.Hits.Load() != 2 || st.Misses.Load() != 1 {
 		t.Fatalf("%d hits, %d misses; want 2 and 1", st.Hits.Load(), st.Misses.Load())
@@ -51,7 +51,7 @@ func testPagesFillUnderTheirGeneration(t *testing.T, newCache newCacheFunc) {
 	if r := readPage(t, c, owner, field); r.Page != nil || r.ObjectHit {
 		t.Fatalf("after the invalidation: %+v", r)
 	}
-	c.FillPage(ctx, owner, stale.Gen, field, EncodePage(page))
+	c.FillPage(ctx, owner, stale.Gen, field, EncodePage(7, page))
 	if r := readPage(t, c, owner, field); r.Page != nil {
 		t.Fatal("a fill from before the invalidation was taken")
 	}
@@ -61,8 +61,8 @@ func testPagesFillUnderTheirGeneration(t *testing.T, newCache newCacheFunc) {
 }
 
 func TestDecodePageRefusesWhatEncodePageDidNotWrite(t *testing.T) {
-	for _, b := range [][]byte{nil, {}, []byte("P123"), []byte("Q")} {
-		if _, err := DecodePage(b); err == nil {
+	for _, b := range [][]byte{nil, {}, []byte("P12345678123"), []byte("Q0000000000000000")} {
+		if _, _, err := DecodePage(b); err == nil {
 			t.Errorf("DecodePage(%q): no error", b)
 		}
 	}
