@@ -79,9 +79,23 @@ type secretParam struct {
 // parameter, names an object that can be hidden from a user: the
 // collection of every declared type that can be (canHide), as in
 // /v1/boards/{id}, /v1/pins/{id}, /v1/comments/{id}, /v1/sections/{id},
-// …/pins/{pin_id} and …/sections/{section_id}, and the lists below,
-// whose segment is not a collection: …/likes/{pin_id}.
-var paramTypes = withHideable(map[string]idcodec.Type{"likes": typePin})
+// …/pins/{pin_id} and …/sections/{section_id}, and the viewer lists whose
+// segment is not a collection but whose items can be hidden:
+// …/likes/{pin_id}.
+var paramTypes = withHideable(hideableEdgeLists())
+
+// hideableEdgeLists maps the path segment of each list with viewer edges
+// (model.ViewerEdgeOf: a user's likes, a user's following) whose items
+// can be hidden to its items' type.
+func hideableEdgeLists() map[string]idcodec.Type {
+	out := map[string]idcodec.Type{}
+	for _, m := range model.Mappings() {
+		if m.ViewerEdge() != "" && canHide(m.To()) {
+			out[m.CountName()] = m.To()
+		}
+	}
+	return out
+}
 
 // withHideable returns lists with the collection of every declared type
 // that can be hidden added.
