@@ -27,10 +27,91 @@ func openSecond(t *testing.T, a *Store, redisAddr string) *Store {
 	return b
 }
 
-// edgeState is one (user, item) pair's history: writes started and
-// acknowledged; after n acknowledged writes the edge is present when n is
+// edgeState is one (owner, item) pair's history: writes started and
+// acknowledged; after n acknowledged writes the item is held when n is
 // odd (every write toggles it).
 type edgeState struct{ started, acked atomic.Int64 }
+
+// toggleRace toggles owners×items pairs through alternating servers
+// (writes per owner, one writer each) while 4 readers read an owner's
+// items through either server, and judges every item no write
+// overlapped: it must be held exactly when the last acknowledged write
+// left it there, never an older state.
+type toggleRace struct {
+	stores                []*Store
+	owners, items, writes int
+	toggle                func(s *Store, owner, item int, on bool) error
+	read                  func(s *Store, owner int) ([]bool, error) // per item, in order
+}
+
+// run runs the race and fails t on an answer older than acknowledged or
+// when nothing was judged; it returns the reads and the items judged.
+func (r toggleRace) run(t *testing.T) (reads, judged int64) {
+	t.Helper()
+	state := make([][]edgeState, r.owners)
+	for o := range state {
+		state[o] = make([]edgeState, r.items)
+	}
+	var writers sync.WaitGroup
+	for o := range r.owners {
+		writers.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(o), 11))
+			for w := range r.writes {
+				k := rng.IntN(r.items)
+				st := &state[o][k]
+				if err := r.toggle(r.stores[w%len(r.stores)], o, k, st.started.Add(1)%2 == 1); err != nil {
+					t.Error(err)
+					return
+				}
+				st.acked.Add(1)
+				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+			}
+		})
+	}
+	done := make(chan struct{})
+	var nReads, nJudged, violations atomic.Int64
+	var readers sync.WaitGroup
+	for rd := range 4 {
+		readers.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(rd), 7))
+			before := make([]int64, r.items)
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				o := rng.IntN(r.owners)
+				for k := range before {
+					before[k] = state[o][k].acked.Load()
+				}
+				got, err := r.read(r.stores[rng.IntN(len(r.stores))], o)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				nReads.Add(1)
+				for k, has := range got {
+					if state[o][k].started.Load() != before[k] {
+						continue // a write overlapped the read: either answer is right
+					}
+					nJudged.Add(1)
+					if want := before[k]%2 == 1; has != want {
+						violations.Add(1)
+						t.Errorf("owner %d, item %d: held %v after %d acknowledged writes, want %v", o, k, has, before[k], want)
+					}
+				}
+			}
+		})
+	}
+	writers.Wait()
+	close(done)
+	readers.Wait()
+	if nJudged.Load() == 0 || violations.Load() != 0 {
+		t.Fatalf("%d reads, %d items judged, %d older than acknowledged", nReads.Load(), nJudged.Load(), violations.Load())
+	}
+	return nReads.Load(), nJudged.Load()
+}
 
 // Likes and follows toggled (like, unlike, like again: the same state
 // twice, ABA) through alternating servers while readers check them
@@ -47,7 +128,6 @@ func TestEdgeCacheNeverOlderAcrossServers(t *testing.T) {
 func edgeCacheNeverOlderAcrossServers(t *testing.T, whole int) {
 	a, _ := openTestWith(t, func(c *Config) { c.ObjectCache.WholeList = whole })
 	b := openSecond(t, a, testenv.RedisAddr(t))
-	stores := []*Store{a, b}
 	owner := mustUser(t, a, "owner")
 	board := mustBoard(t, a, owner)
 	const nUsers, nItems, writes = 3, 4, 16
@@ -63,84 +143,27 @@ func edgeCacheNeverOlderAcrossServers(t *testing.T, whole int) {
 		m     model.Mapping
 		items []uint64
 	}{{model.UserLikes, pins}, {model.UserFollowing, targets}}
-	state := make([][][nItems]edgeState, len(lists))
-	for l := range lists {
-		state[l] = make([][nItems]edgeState, nUsers)
-	}
-	var writers sync.WaitGroup
-	for l, list := range lists {
-		for i := range users {
-			writers.Go(func() {
-				rng := rand.New(rand.NewPCG(uint64(l), uint64(i)))
-				for w := range writes {
-					k := rng.IntN(nItems)
-					st := &state[l][i][k]
-					s := stores[w%2]
-					n := st.started.Add(1)
-					var err error
-					if n%2 == 1 {
-						err = s.AddMapping(ctx, list.m, users[i], list.items[k])
-					} else {
-						err = s.RemoveMapping(ctx, list.m, users[i], list.items[k])
-					}
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					st.acked.Add(1)
-					time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
-				}
-			})
-		}
-	}
-	done := make(chan struct{})
-	var checked, judged, violations atomic.Int64
-	var readers sync.WaitGroup
-	for r := range 4 {
-		readers.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(r), 7))
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				l, i := rng.IntN(len(lists)), rng.IntN(nUsers)
-				var before [nItems]int64
-				for k := range before {
-					before[k] = state[l][i][k].acked.Load()
-				}
-				got, err := stores[rng.IntN(2)].HasMany(ctx, lists[l].m, users[i], lists[l].items)
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				checked.Add(1)
-				for k, has := range got {
-					if state[l][i][k].started.Load() != before[k] {
-						continue // a write overlapped the check: either answer is right
-					}
-					judged.Add(1)
-					if want := before[k]%2 == 1; has != want {
-						violations.Add(1)
-						t.Errorf("%s of user %d, item %d: got %v after %d acknowledged writes, want %v", lists[l].m, i, k, has, before[k], want)
-					}
-				}
+	// Owner o is users[o%nUsers]'s list lists[o/nUsers].
+	checks, judged := toggleRace{
+		stores: []*Store{a, b}, owners: len(lists) * nUsers, items: nItems, writes: writes,
+		toggle: func(s *Store, o, k int, on bool) error {
+			l := lists[o/nUsers]
+			if on {
+				return s.AddMapping(ctx, l.m, users[o%nUsers], l.items[k])
 			}
-		})
-	}
-	writers.Wait()
-	close(done)
-	readers.Wait()
-	if judged.Load() == 0 || violations.Load() != 0 {
-		t.Fatalf("%d checks, %d answers judged, %d older than acknowledged", checked.Load(), judged.Load(), violations.Load())
-	}
+			return s.RemoveMapping(ctx, l.m, users[o%nUsers], l.items[k])
+		},
+		read: func(s *Store, o int) ([]bool, error) {
+			l := lists[o/nUsers]
+			return s.HasMany(ctx, l.m, users[o%nUsers], l.items)
+		},
+	}.run(t)
 	hits := a.objects.cache.EdgeStats().Hits.Load() + b.objects.cache.EdgeStats().Hits.Load()
 	refused := a.objects.cache.EdgeStats().Refused.Load() + b.objects.cache.EdgeStats().Refused.Load()
 	if hits == 0 {
 		t.Fatal("no edge was answered from the cache")
 	}
-	t.Logf("%d checks, %d answers judged, %d edges from the cache, %d fills refused", checked.Load(), judged.Load(), hits, refused)
+	t.Logf("%d checks, %d answers judged, %d edges from the cache, %d fills refused", checks, judged, hits, refused)
 }
 
 // edgeJobs is how many edge checks s sent to MySQL.

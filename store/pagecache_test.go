@@ -2,10 +2,7 @@ package store
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,7 +167,6 @@ func TestFirstPageAfterEachMove(t *testing.T) {
 func TestFirstPageNeverOlderAcrossServers(t *testing.T) {
 	a, _ := openTest(t)
 	b := openSecond(t, a, testenv.RedisAddr(t))
-	stores := []*Store{a, b}
 	const nUsers, nItems, writes = 3, 4, 24
 	var users, targets []uint64
 	for i := range nUsers {
@@ -179,77 +175,30 @@ func TestFirstPageNeverOlderAcrossServers(t *testing.T) {
 	for i := range nItems {
 		targets = append(targets, mustUser(t, a, fmt.Sprintf("followed%d", i)))
 	}
-	state := make([][nItems]edgeState, nUsers)
-	var writers sync.WaitGroup
-	for i := range users {
-		writers.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(i), 11))
-			for w := range writes {
-				k := rng.IntN(nItems)
-				st := &state[i][k]
-				s := stores[w%2]
-				var err error
-				if st.started.Add(1)%2 == 1 {
-					err = s.AddMapping(ctx, model.UserFollowing, users[i], targets[k])
-				} else {
-					err = s.RemoveMapping(ctx, model.UserFollowing, users[i], targets[k])
-				}
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				st.acked.Add(1)
-				time.Sleep(time.Duration(rng.IntN(3)) * time.Millisecond)
+	pages, judged := toggleRace{ // edgecache_test.go
+		stores: []*Store{a, b}, owners: nUsers, items: nItems, writes: writes,
+		toggle: func(s *Store, i, k int, on bool) error {
+			if on {
+				return s.AddMapping(ctx, model.UserFollowing, users[i], targets[k])
 			}
-		})
-	}
-	done := make(chan struct{})
-	var pages, judged, violations atomic.Int64
-	var readers sync.WaitGroup
-	for r := range 4 {
-		readers.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(r), 13))
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				i := rng.IntN(nUsers)
-				var before [nItems]int64
-				for k := range before {
-					before[k] = state[i][k].acked.Load()
-				}
-				l, err := stores[rng.IntN(2)].List(ctx, model.UserFollowing, users[i], model.Page{Limit: nItems, Desc: true})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				pages.Add(1)
-				for k, target := range targets {
-					if state[i][k].started.Load() != before[k] {
-						continue // a write overlapped the read: either answer is right
-					}
-					judged.Add(1)
-					has := slices.ContainsFunc(l.Entries, func(e model.Entry) bool { return e.To == target })
-					if want := before[k]%2 == 1; has != want {
-						violations.Add(1)
-						t.Errorf("user %d follows user %d: %v after %d acknowledged writes, want %v", i, k, has, before[k], want)
-					}
-				}
+			return s.RemoveMapping(ctx, model.UserFollowing, users[i], targets[k])
+		},
+		read: func(s *Store, i int) ([]bool, error) {
+			l, err := s.List(ctx, model.UserFollowing, users[i], model.Page{Limit: nItems, Desc: true})
+			if err != nil {
+				return nil, err
 			}
-		})
-	}
-	writers.Wait()
-	close(done)
-	readers.Wait()
-	if judged.Load() == 0 || violations.Load() != 0 {
-		t.Fatalf("%d pages, %d entries judged, %d older than acknowledged", pages.Load(), judged.Load(), violations.Load())
-	}
+			held := make([]bool, nItems)
+			for k, target := range targets {
+				held[k] = slices.ContainsFunc(l.Entries, func(e model.Entry) bool { return e.To == target })
+			}
+			return held, nil
+		},
+	}.run(t)
 	hits := a.objects.cache.PageStats().Hits.Load() + b.objects.cache.PageStats().Hits.Load()
 	refused := a.objects.cache.PageStats().Refused.Load() + b.objects.cache.PageStats().Refused.Load()
 	if hits == 0 {
 		t.Fatal("no page was answered from the cache")
 	}
-	t.Logf("%d pages, %d entries judged, %d pages from the cache, %d fills refused", pages.Load(), judged.Load(), hits, refused)
+	t.Logf("%d pages, %d entries judged, %d pages from the cache, %d fills refused", pages, judged, hits, refused)
 }
