@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
+	pinstore "github.com/pinstore/pinstore"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 )
@@ -111,5 +113,44 @@ func TestEditorOf(t *testing.T) {
 				t.Fatalf("store calls %v, want %v", st.calls, c.calls)
 			}
 		})
+	}
+}
+
+// TestCreateBodiesFollowTheSpec: each create route's body, as its type's
+// declaration makes it (its Given ids not in the path, then its Editable
+// members), holds exactly the members openapi.yaml documents for it, and
+// the ids the spec marks required are the ones the declaration requires.
+func TestCreateBodiesFollowTheSpec(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromData(pinstore.OpenAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, typ := range map[string]idcodec.Type{
+		"/v1/users": typeUser, "/v1/boards": typeBoard, "/v1/pins": typePin,
+		"/v1/pins/{id}/comments": typeComment, "/v1/boards/{id}/sections": typeSection,
+	} {
+		op := doc.Paths.Value(path).Post
+		schema := op.RequestBody.Value.Content.Get("application/json").Schema.Value
+		d, _ := model.TypeOf(typ)
+		body := newCreateBody(d)
+		var members []string
+		for i := range body.typ.NumField() {
+			name, _, _ := strings.Cut(body.typ.Field(i).Tag.Get("json"), ",")
+			members = append(members, name)
+		}
+		if want := slices.Sorted(maps.Keys(schema.Properties)); !slices.Equal(slices.Sorted(slices.Values(members)), want) {
+			t.Errorf("POST %s: the declaration makes a body of %v, the spec documents %v", path, members, want)
+		}
+		inPath := 0
+		for _, g := range d.Given {
+			if g.InPath {
+				inPath++
+			} else if required := slices.Contains(schema.Required, g.Name); required == g.Optional {
+				t.Errorf("POST %s: %s is required by the spec %v, optional in the declaration %v", path, g.Name, required, g.Optional)
+			}
+		}
+		if want := strings.Count(path, "{id}"); inPath != want {
+			t.Errorf("POST %s: %d ids declared in the path, want %d", path, inPath, want)
+		}
 	}
 }

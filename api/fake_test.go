@@ -44,15 +44,36 @@ func (f *fakeStore) CreateUser(ctx context.Context, doc model.UserDoc) (model.Ob
 	f.note("CreateUser")
 	return model.Object{}, unset("CreateUser")
 }
-func (f *fakeStore) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Object, error) {
-	if err := doc.Validate(f.limits); err != nil {
-		return model.Object{}, err
+
+// Create answers as the store's create of each type did, under its
+// name (CreateUser, CreateBoard, CreatePin, CreateSection, CreateComment).
+func (f *fakeStore) Create(ctx context.Context, typ idcodec.Type, doc model.Doc, actor uint64) (model.Object, error) {
+	switch d := doc.(type) {
+	case *model.UserDoc:
+		return f.CreateUser(ctx, *d)
+	case *model.PinDoc:
+		return f.CreatePin(ctx, *d, actor)
+	case *model.BoardDoc:
+		if err := d.Validate(f.limits); err != nil {
+			return model.Object{}, err
+		}
+		f.note("CreateBoard")
+		if f.createB != nil {
+			return f.createB(ctx, *d)
+		}
+		return model.Object{}, unset("CreateBoard")
+	case *model.CommentDoc:
+		if err := d.Validate(f.limits); err != nil {
+			return model.Object{}, err
+		}
+		f.note("CreateComment")
+		if f.createC != nil {
+			return f.createC(ctx, *d)
+		}
+		return model.Object{}, unset("CreateComment")
 	}
-	f.note("CreateBoard")
-	if f.createB != nil {
-		return f.createB(ctx, doc)
-	}
-	return model.Object{}, unset("CreateBoard")
+	f.note("CreateSection")
+	return model.Object{}, unset("CreateSection")
 }
 func (f *fakeStore) SavePin(ctx context.Context, source, board, actor uint64) (model.Object, bool, error) {
 	f.note("SavePin")
@@ -68,23 +89,9 @@ func (f *fakeStore) CreatePin(ctx context.Context, doc model.PinDoc, actor uint6
 	}
 	return model.Object{}, unset("CreatePin")
 }
-func (f *fakeStore) CreateSection(ctx context.Context, doc model.SectionDoc, actor uint64) (model.Object, error) {
-	f.note("CreateSection")
-	return model.Object{}, unset("CreateSection")
-}
 func (f *fakeStore) SetPinSection(ctx context.Context, pin, section uint64) (model.Object, error) {
 	f.note("SetPinSection")
 	return model.Object{}, unset("SetPinSection")
-}
-func (f *fakeStore) CreateComment(ctx context.Context, doc model.CommentDoc) (model.Object, error) {
-	if err := doc.Validate(f.limits); err != nil {
-		return model.Object{}, err
-	}
-	f.note("CreateComment")
-	if f.createC != nil {
-		return f.createC(ctx, doc)
-	}
-	return model.Object{}, unset("CreateComment")
 }
 func (f *fakeStore) Get(ctx context.Context, id uint64, typ idcodec.Type) (model.Object, error) {
 	f.note("Get")

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -115,7 +116,11 @@ func TestDecodeStrictFields(t *testing.T) {
 		`{"username":"ann","data":{"Data":1}}`: "",
 		`{"username":"ann","colour":"red"}`:    `unknown field "colour"`,
 	} {
-		var req createUserRequest
+		var req struct { // a user's create body
+			Username    string          `json:"username"`
+			DisplayName string          `json:"display_name"`
+			Data        json.RawMessage `json:"data"`
+		}
 		err := decodeStrict([]byte(body), &req)
 		if want == "" {
 			if err != nil || req.Username != "ann" {

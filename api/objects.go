@@ -17,20 +17,18 @@ import (
 // Creator creates objects. Each create validates its document before any
 // I/O (EInvalid, ETooLarge), the one validation a new document gets.
 type Creator interface {
-	// CreateUser places a new user on a random open shard.
-	CreateUser(ctx context.Context, doc model.UserDoc) (model.Object, error)
-	// CreateBoard places the board on its owner's shard and adds
-	// user_boards. ENotFound when the owner does not exist.
-	CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Object, error)
-	// CreatePin places the pin on its board's shard, sets doc.OwnerID to
-	// the board's owner, adds board_pins and user_pins, and caches the
-	// owner. ENotFound when the board does not exist; EForbidden when
-	// actor is not 0 and the board is not actor's, checked on the board
-	// row the create reads.
-	CreatePin(ctx context.Context, doc model.PinDoc, actor uint64) (model.Object, error)
-	// CreateComment places the comment on its pin's shard and adds
-	// pin_comments. ENotFound when the pin or the author does not exist.
-	CreateComment(ctx context.Context, doc model.CommentDoc) (model.Object, error)
+	// Create places a new object of typ, as typ's declaration says: a
+	// user on a random open shard (its username claimed); any other type
+	// under its parent (model.ObjectType.Parent: a board under its owner,
+	// a pin under its board, the board's owner its owner, a comment
+	// under its pin, a section last among its board's), taking what it
+	// inherits from the parent as the create's transaction reads it (a
+	// pin's or section's owner and secret flag). A pin also goes in its
+	// section, its followers' feeds and the owner cache. ENotFound when
+	// the parent (or a comment's author) is not live, or is another
+	// user's secret board and actor is not 0; EForbidden when actor is
+	// not 0 and may not create there (another user's public board).
+	Create(ctx context.Context, typ idcodec.Type, doc model.Doc, actor uint64) (model.Object, error)
 	// SavePin saves the pin source to board: a new pin there, owned by
 	// the board's owner, naming source in saved_from; created is false
 	// when the board already held a save of source (obj is that pin).
@@ -38,12 +36,6 @@ type Creator interface {
 	// of another user than the board's owner; EForbidden when actor is
 	// not 0 and the board is not actor's.
 	SavePin(ctx context.Context, source, board, actor uint64) (obj model.Object, created bool, err error)
-	// CreateSection places a new section on its board's shard, owned by
-	// the board's owner and secret as the board is, last in the board's
-	// sections. ENotFound when the board is not live (or is another
-	// user's secret board and actor is not 0); EForbidden when actor is
-	// not 0 and the board is not actor's.
-	CreateSection(ctx context.Context, doc model.SectionDoc, actor uint64) (model.Object, error)
 }
 
 // ObjectReader reads live objects by id. The permissions read boards and
@@ -110,105 +102,12 @@ func writeObject(w http.ResponseWriter, status int, o model.Object) error {
 	})
 }
 
-// The create handlers decode the body once and hand the document to the
-// store, which validates it before any I/O (the one validator of a new
-// document). A user token's user (actor) may only create as itself.
-
-// createUser: POST /v1/users.
-func (s *Server) createUser(w http.ResponseWriter, r *http.Request) error {
-	var req createUserRequest
-	if err := decodeBody(w, r, s.maxBody, &req); err != nil {
-		return err
-	}
-	doc := model.UserDoc{Username: req.Username, DisplayName: req.DisplayName, Data: storedData(req.Data), Active: true}
-	o, err := s.creates.CreateUser(r.Context(), doc)
-	if err != nil {
-		return err
-	}
-	return writeObject(w, http.StatusCreated, o)
-}
-
 // requiredID parses a required ID field of a request body.
 func requiredID(field, s string, want idcodec.Type) (uint64, error) {
 	if s == "" {
 		return 0, errorf(model.EInvalid, "%s is required", field)
 	}
 	return bodyID(field, s, want)
-}
-
-// createBoard: POST /v1/boards. A user token may only create boards for
-// its own user (403).
-func (s *Server) createBoard(w http.ResponseWriter, r *http.Request) error {
-	var req createBoardRequest
-	if err := decodeBody(w, r, s.maxBody, &req); err != nil {
-		return err
-	}
-	owner, err := requiredID("owner_id", req.OwnerID, typeUser)
-	if err != nil {
-		return err
-	}
-	if err := actAs(r.Context(), owner, "a user token may only create boards for its own user"); err != nil {
-		return err
-	}
-	doc := model.BoardDoc{OwnerID: model.ID(owner), Name: req.Name, Description: req.Description, Data: storedData(req.Data), Secret: req.Secret, Active: true}
-	o, err := s.creates.CreateBoard(r.Context(), doc)
-	if err != nil {
-		return err
-	}
-	return writeObject(w, http.StatusCreated, o)
-}
-
-// createPin: POST /v1/pins, into a section of the board when the body
-// names one (section_id). The store sets the owner to the board's, and
-// refuses (403) a user token's pin on another user's board, checked on the
-// board row its transaction reads.
-func (s *Server) createPin(w http.ResponseWriter, r *http.Request) error {
-	var req createPinRequest
-	if err := decodeBody(w, r, s.maxBody, &req); err != nil {
-		return err
-	}
-	board, err := requiredID("board_id", req.BoardID, typeBoard)
-	if err != nil {
-		return err
-	}
-	var section uint64
-	if req.SectionID != nil {
-		if section, err = requiredID("section_id", *req.SectionID, typeSection); err != nil {
-			return err
-		}
-	}
-	doc := model.PinDoc{BoardID: model.ID(board), SectionID: model.ID(section), Link: req.Link, Description: req.Description, ImageURL: req.ImageURL, Data: storedData(req.Data), Active: true}
-	o, err := s.creates.CreatePin(r.Context(), doc, actor(r.Context()))
-	if err != nil {
-		return err
-	}
-	return writeObject(w, http.StatusCreated, o)
-}
-
-// createComment: POST /v1/pins/{id}/comments. A user token may only
-// comment as its own user (403).
-func (s *Server) createComment(w http.ResponseWriter, r *http.Request) error {
-	pin, err := pathID(r, "id", typePin)
-	if err != nil {
-		return err
-	}
-	var req createCommentRequest
-	if err := decodeBody(w, r, s.maxBody, &req); err != nil {
-		return err
-	}
-	author, err := requiredID("author_id", req.AuthorID, typeUser)
-	if err != nil {
-		return err
-	}
-	if err := actAs(r.Context(), author, "a user token may only comment as its own user"); err != nil {
-		return err
-	}
-	doc := model.CommentDoc{PinID: model.ID(pin), AuthorID: model.ID(author), Text: req.Text, Data: storedData(req.Data), Active: true}
-	o, err := s.creates.CreateComment(r.Context(), doc)
-	if err != nil {
-		return err
-	}
-	return writeObject(w, http.StatusCreated, o)
 }
 
 // getObject: GET /v1/{collection}/{id}.

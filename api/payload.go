@@ -94,42 +94,13 @@ type ReadyResponse struct {
 // Request bodies. IDs are strings here so that a bad one is reported under
 // its field's name.
 type (
-	createUserRequest struct {
-		Username    string          `json:"username"`
-		DisplayName string          `json:"display_name"`
-		Data        json.RawMessage `json:"data"`
-	}
-	createBoardRequest struct {
-		OwnerID     string          `json:"owner_id"`
-		Name        string          `json:"name"`
-		Description string          `json:"description"`
-		Data        json.RawMessage `json:"data"`
-		Secret      bool            `json:"secret"`
-	}
 	saveRequest struct {
 		BoardID string `json:"board_id"`
-	}
-	createPinRequest struct {
-		BoardID     string          `json:"board_id"`
-		SectionID   *string         `json:"section_id"`
-		Link        string          `json:"link"`
-		Description string          `json:"description"`
-		ImageURL    string          `json:"image_url"`
-		Data        json.RawMessage `json:"data"`
-	}
-	createSectionRequest struct {
-		Name string          `json:"name"`
-		Data json.RawMessage `json:"data"`
 	}
 	// pinSectionRequest is the body of PUT /v1/pins/{id}/section: a
 	// section id, or null for none.
 	pinSectionRequest struct {
 		SectionID *string `json:"section_id"`
-	}
-	createCommentRequest struct {
-		AuthorID string          `json:"author_id"`
-		Text     string          `json:"text"`
-		Data     json.RawMessage `json:"data"`
 	}
 	moveRequest struct {
 		Before *string `json:"before"`

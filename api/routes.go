@@ -35,7 +35,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/docs", public, noSecrets, s.docsPage},
 		{"GET", "/docs/redoc.standalone.js", public, noSecrets, s.redocScript},
 
-		{"POST", "/v1/users", servicesOnly, noSecrets, s.idempotent(s.createUser)},
+		{"POST", "/v1/users", servicesOnly, noSecrets, s.idempotent(s.create(typeUser))},
 		{"GET", "/v1/users", readAny, filters, s.getMany(typeUser)},
 		{"GET", "/v1/usernames/{username}", readAny, filters, s.userByUsername},
 	}, s.objectRoutes(typeUser), []route{
@@ -54,18 +54,18 @@ func (s *Server) routeTable() []route {
 		{"DELETE", "/v1/users/{id}/likes/{pin_id}", asPathUser, pathObjects, s.deleteMapping(model.UserLikes, "pin_id")},
 		{"GET", "/v1/users/{id}/feed", readAny, filters, s.feed},
 
-		{"POST", "/v1/boards", asBodyUser, noSecrets, s.idempotent(s.createBoard)},
+		{"POST", "/v1/boards", asBodyUser, noSecrets, s.idempotent(s.create(typeBoard))},
 		{"GET", "/v1/boards", readAny, filters, s.getMany(typeBoard)},
 	}, s.objectRoutes(typeBoard), []route{
 		{"GET", "/v1/boards/{id}/pins", readAny, pathObjects, s.list(model.BoardPins)},
 		{"PUT", "/v1/boards/{id}/pins/{pin_id}/position", asEditor(typeBoard), pathObjects, s.movePin},
-		{"POST", "/v1/boards/{id}/sections", asEditor(typeBoard), pathObjects, s.idempotent(s.createSection)},
+		{"POST", "/v1/boards/{id}/sections", asEditor(typeBoard), pathObjects, s.idempotent(s.create(typeSection))},
 		{"GET", "/v1/boards/{id}/sections", readAny, pathObjects, s.list(model.BoardSections)},
 		{"PUT", "/v1/boards/{id}/sections/{section_id}/position", asEditor(typeBoard), pathObjects, s.moveSection},
 	}, s.objectRoutes(typeSection), []route{
 		{"GET", "/v1/sections/{id}/pins", readAny, pathObjects, s.list(model.SectionPins)},
 
-		{"POST", "/v1/pins", asBodyUser, bodyObjects, s.idempotent(s.createPin)},
+		{"POST", "/v1/pins", asBodyUser, bodyObjects, s.idempotent(s.create(typePin))},
 		{"GET", "/v1/pins", readAny, filters, s.getMany(typePin)},
 		{"POST", "/v1/pins/owners", readAny, filters, s.idempotent(s.owners)},
 	}, s.objectRoutes(typePin), []route{
@@ -73,7 +73,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/pins/{id}/likers", readAny, pathObjects | filters, s.list(model.PinLikers)},
 		{"POST", "/v1/pins/{id}/saves", asBodyUser, pathObjects | bodyObjects, s.idempotent(s.savePin)},
 		{"GET", "/v1/pins/{id}/saves", readAny, pathObjects | filters, s.list(model.PinSaves)},
-		{"POST", "/v1/pins/{id}/comments", asBodyUser, pathObjects | bodyObjects, s.idempotent(s.createComment)},
+		{"POST", "/v1/pins/{id}/comments", asBodyUser, pathObjects | bodyObjects, s.idempotent(s.create(typeComment))},
 		{"GET", "/v1/pins/{id}/comments", readAny, pathObjects, s.list(model.PinComments)},
 	}, s.objectRoutes(typeComment), []route{
 		{"GET", "/v1/ids/{id}", readAny, noSecrets, s.decodeID},

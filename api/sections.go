@@ -12,26 +12,6 @@ import (
 // the board is (pathObjects on their ids); the rest is the object and
 // list routes every type has.
 
-// createSection: POST /v1/boards/{id}/sections. The section goes last
-// in the board's order; the store copies the board's owner and secret
-// flag, checked on the board row its transaction reads.
-func (s *Server) createSection(w http.ResponseWriter, r *http.Request) error {
-	board, err := pathID(r, "id", typeBoard)
-	if err != nil {
-		return err
-	}
-	var req createSectionRequest
-	if err := decodeBody(w, r, s.maxBody, &req); err != nil {
-		return err
-	}
-	doc := model.SectionDoc{BoardID: model.ID(board), Name: req.Name, Data: storedData(req.Data), Active: true}
-	o, err := s.creates.CreateSection(r.Context(), doc, actor(r.Context()))
-	if err != nil {
-		return err
-	}
-	return writeObject(w, http.StatusCreated, o)
-}
-
 // moveSection: PUT /v1/boards/{id}/sections/{section_id}/position, as a
 // board's pins are moved by hand.
 func (s *Server) moveSection(w http.ResponseWriter, r *http.Request) error {

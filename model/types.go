@@ -46,6 +46,32 @@ type ObjectType struct {
 	// boards).
 	Drains []Mapping
 
+	// Parent is the list, among Members, under whose owner (the parent) a
+	// new object is created: on the parent's shard, in a transaction that
+	// reads the parent live (a board under its owner, a pin or a section
+	// under its board, a comment under its pin); 0 for a type created
+	// otherwise (a user, on a shard of its own: store.Usernames).
+	Parent Mapping
+	// ByHand is set when the Parent list's order is its owner's to set (a
+	// board's sections): a new object goes last in it, at a place rather
+	// than a time, and creates under one parent queue for it.
+	ByHand bool
+	// Adopt takes what a new object inherits from its parent as the
+	// create's transaction read it (a pin's or a section's owner and
+	// secret flag) and checks that actor (0: a service token) may create
+	// it there; nil when there is nothing to take and anyone may.
+	Adopt func(parent, doc Doc, actor ID) error
+	// Live are the indexes in the document's Refs of the other objects a
+	// new one names that must be live (a comment's author), read before
+	// the create's transaction, since they may live on other shards.
+	Live []int
+
+	// Given are the ids a create's request names, in the order they are
+	// checked (a board's owner_id, a pin's board_id and section_id, a
+	// comment's pin_id and author_id); the rest of a create's body is
+	// the Editable members.
+	Given []Given
+
 	// Collection is the segment of the type's URL paths:
 	// /v1/{Collection}/{id}.
 	Collection string
@@ -71,6 +97,20 @@ type Member struct {
 // (a pin's board is its Refs()[0]).
 func RefMember(m Mapping, i int) Member {
 	return Member{m, func(d Doc) ID { return d.Refs()[i] }}
+}
+
+// Given is an id a create's request names. Name is the document's
+// member that holds it, an id of type Type. It comes from the request's
+// path ({id}, the parent the create's route is under) when InPath, else
+// from its body, where it is required unless Optional (a pin in no
+// section). When Self is set, a user token may only name its own user
+// there, and Self is the refusal it meets otherwise.
+type Given struct {
+	Name     string
+	Type     idcodec.Type
+	InPath   bool
+	Optional bool
+	Self     string
 }
 
 // WireField is one documented member of a type's wire form.
@@ -104,6 +144,8 @@ var objectTypes = [...]ObjectType{
 		Counted:    []Mapping{BoardPins, BoardSections},
 		Owner:      0,
 		Members:    []Member{RefMember(UserBoards, 0)},
+		Parent:     UserBoards,
+		Given:      []Given{{Name: "owner_id", Type: idcodec.TypeUser, Self: "a user token may only create boards for its own user"}},
 		Cascades:   []Mapping{BoardPins, BoardSections},
 		Collection: "boards",
 		Editor:     0,
@@ -118,17 +160,34 @@ var objectTypes = [...]ObjectType{
 		SecretFrom: BoardPins,
 		Members: []Member{RefMember(BoardPins, 0), RefMember(UserPins, 1),
 			{SectionPins, func(d Doc) ID { return d.(*PinDoc).SectionID }}},
+		Parent: BoardPins,
+		Given:  []Given{{Name: "board_id", Type: idcodec.TypeBoard}, {Name: "section_id", Type: idcodec.TypeSection, Optional: true}},
+		Adopt: func(parent, d Doc, actor ID) error {
+			b, p := parent.(*BoardDoc), d.(*PinDoc)
+			p.OwnerID, p.Secret = b.OwnerID, b.Secret
+			return b.addedBy(actor, "a user token may only pin on its own user's boards")
+		},
 		Drains:     []Mapping{PinLikers, PinSaves},
 		Collection: "pins",
 		Editor:     1,
 	},
 	idcodec.TypeComment: {
-		Table:      "comments",
-		New:        func() Doc { return new(CommentDoc) },
-		Wire:       []WireField{{"pin_id", ""}, {"author_id", ""}, {"text", ""}, {"data", "{}"}},
-		Editable:   []string{"text", "data"},
-		Owner:      -1,
-		Members:    []Member{RefMember(PinComments, 0)},
+		Table:    "comments",
+		New:      func() Doc { return new(CommentDoc) },
+		Wire:     []WireField{{"pin_id", ""}, {"author_id", ""}, {"text", ""}, {"data", "{}"}},
+		Editable: []string{"text", "data"},
+		Owner:    -1,
+		Members:  []Member{RefMember(PinComments, 0)},
+		Parent:   PinComments,
+		Adopt: func(parent, d Doc, _ ID) error {
+			if p := parent.(*PinDoc); p.Secret && p.OwnerID != d.(*CommentDoc).AuthorID {
+				return Errorf(ENotFound, "%s not found", idcodec.TypePin) // another user's secret pin: as if missing
+			}
+			return nil
+		},
+		Live: []int{1},
+		Given: []Given{{Name: "pin_id", Type: idcodec.TypePin, InPath: true},
+			{Name: "author_id", Type: idcodec.TypeUser, Self: "a user token may only comment as its own user"}},
 		Collection: "comments",
 		Editor:     1,
 		Refusal:    "this comment is another user's",
@@ -142,9 +201,30 @@ var objectTypes = [...]ObjectType{
 		Owner:      1,
 		SecretFrom: BoardSections,
 		Members:    []Member{RefMember(BoardSections, 0)},
+		Parent:     BoardSections,
+		ByHand:     true,
+		Given:      []Given{{Name: "board_id", Type: idcodec.TypeBoard, InPath: true}},
+		Adopt: func(parent, d Doc, actor ID) error {
+			b, sec := parent.(*BoardDoc), d.(*SectionDoc)
+			sec.OwnerID, sec.Secret = b.OwnerID, b.Secret
+			return b.addedBy(actor, "a user token may only add sections to its own user's boards")
+		},
 		Collection: "sections",
 		Editor:     1,
 	},
+}
+
+// addedBy checks that actor (0: a service token) may add to the board b:
+// another user's secret board is ENotFound, as if missing; their public
+// one EForbidden with refusal.
+func (b *BoardDoc) addedBy(actor ID, refusal string) error {
+	switch {
+	case actor == 0 || b.OwnerID == actor:
+		return nil
+	case b.Secret:
+		return Errorf(ENotFound, "%s not found", idcodec.TypeBoard)
+	}
+	return Errorf(EForbidden, "%s", refusal)
 }
 
 // TypeSlots bounds every idcodec type that has a declaration: tables

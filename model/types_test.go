@@ -211,3 +211,74 @@ func decodeDistinctRefs(t *testing.T, typ idcodec.Type, d *ObjectType) Doc {
 	}
 	return doc
 }
+
+// TestCreateDeclarations checks what a create reads of its type: every
+// type but users is created under a parent, through one of the lists it
+// is declared on, and what each adopts from its parent and whom it
+// refuses.
+func TestCreateDeclarations(t *testing.T) {
+	parents := map[idcodec.Type]Mapping{}
+	for _, typ := range ObjectTypes() {
+		d, _ := TypeOf(typ)
+		if d.Parent == 0 {
+			if d.Adopt != nil || d.ByHand || len(d.Live) > 0 {
+				t.Errorf("%s is created under no parent, yet declares what it takes from one", typ)
+			}
+			continue
+		}
+		parents[typ] = d.Parent
+		if d.Parent.To() != typ || !slices.ContainsFunc(d.Members, func(m Member) bool { return m.List == d.Parent }) {
+			t.Errorf("%s: parent list %s is not one of its memberships", typ, d.Parent)
+		}
+		for _, g := range d.Given {
+			if !slices.ContainsFunc(d.Wire, func(f WireField) bool { return f.Name == g.Name }) || !g.Type.Known() {
+				t.Errorf("%s: given %q is not a member holding a known type's id", typ, g.Name)
+			}
+		}
+		for _, i := range d.Live {
+			if i < 0 || i >= len(d.New().Refs()) {
+				t.Errorf("%s: live ref %d out of range", typ, i)
+			}
+		}
+	}
+	want := map[idcodec.Type]Mapping{idcodec.TypeBoard: UserBoards, idcodec.TypePin: BoardPins, idcodec.TypeComment: PinComments, idcodec.TypeSection: BoardSections}
+	if !reflect.DeepEqual(parents, want) {
+		t.Errorf("parents %v, want %v", parents, want)
+	}
+
+	const ann, bob = ID(11), ID(12)
+	for _, secret := range []bool{false, true} {
+		board := &BoardDoc{OwnerID: ann, Secret: secret}
+		for _, typ := range []idcodec.Type{idcodec.TypePin, idcodec.TypeSection} {
+			d, _ := TypeOf(typ)
+			doc := d.New()
+			if err := d.Adopt(board, doc, 0); err != nil {
+				t.Fatalf("%s under a board, by a service: %v", typ, err)
+			}
+			if r := doc.Refs(); r[1] != ann || FlagsOf(doc).Secret() != secret {
+				t.Errorf("%s took owner %d, flags %b from a board of %d, secret %v", typ, r[1], FlagsOf(doc), ann, secret)
+			}
+			if err := d.Adopt(board, d.New(), ann); err != nil {
+				t.Errorf("%s under ann's board, by ann: %v", typ, err)
+			}
+			code := EForbidden
+			if secret {
+				code = ENotFound // another user's secret board: as if missing
+			}
+			if err := d.Adopt(board, d.New(), bob); !IsCode(err, code) {
+				t.Errorf("%s under ann's board (secret %v), by bob: %v, want %s", typ, secret, err, code)
+			}
+		}
+	}
+	c, _ := TypeOf(idcodec.TypeComment)
+	for _, tc := range []struct {
+		secret bool
+		author ID
+		ok     bool
+	}{{false, bob, true}, {true, ann, true}, {true, bob, false}} {
+		err := c.Adopt(&PinDoc{OwnerID: ann, Secret: tc.secret}, &CommentDoc{AuthorID: tc.author}, tc.author)
+		if (err == nil) != tc.ok || (err != nil && !IsCode(err, ENotFound)) {
+			t.Errorf("comment by %d on ann's pin (secret %v): %v, want ok %v", tc.author, tc.secret, err, tc.ok)
+		}
+	}
+}

@@ -15,7 +15,7 @@ import (
 func BenchmarkStore(b *testing.B) {
 	s, _ := openTestB(b)
 	u, _ := s.CreateUser(ctx, model.UserDoc{Username: "bench"})
-	bd, _ := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(u.ID), Name: "b"})
+	bd, _ := s.Create(ctx, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(u.ID), Name: "b"}, 0)
 	var pin model.Object
 	for range 60 {
 		pin, _ = s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(bd.ID), Link: "https://example.com/p"}, 0)
@@ -64,7 +64,7 @@ func BenchmarkStore(b *testing.B) {
 func BenchmarkCreatePinKey(b *testing.B) {
 	s, _ := openTestB(b)
 	u, _ := s.CreateUser(ctx, model.UserDoc{Username: "bench"})
-	bd, _ := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(u.ID), Name: "b"})
+	bd, _ := s.Create(ctx, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(u.ID), Name: "b"}, 0)
 	doc := model.PinDoc{BoardID: model.ID(bd.ID), Link: "https://example.com/p"}
 	var none, keyed time.Duration
 	n := 0

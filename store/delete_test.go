@@ -32,7 +32,7 @@ func listRows(t *testing.T, s *Store, m model.Mapping, from uint64) []uint64 {
 func TestDeleteLeavesEveryDeclaredList(t *testing.T) {
 	s, _ := openTest(t)
 	ann, bob := mustUser(t, s, "ann"), mustUser(t, s, "bob")
-	bo, err := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(ann), Name: "b", Secret: true})
+	bo, err := s.Create(ctx, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(ann), Name: "b", Secret: true}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestDeleteLeavesEveryDeclaredList(t *testing.T) {
 		}
 		pins = append(pins, o.ID)
 	}
-	c, err := s.CreateComment(ctx, model.CommentDoc{PinID: model.ID(pins[0]), AuthorID: model.ID(ann), Text: "hi"})
+	c, err := s.Create(ctx, idcodec.TypeComment, &model.CommentDoc{PinID: model.ID(pins[0]), AuthorID: model.ID(ann), Text: "hi"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

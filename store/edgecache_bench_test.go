@@ -27,7 +27,7 @@ func BenchmarkEdgeCheck(b *testing.B) {
 		}
 		users = append(users, u.ID)
 	}
-	board, err := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(users[0]), Name: "b"})
+	board, err := s.Create(ctx, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(users[0]), Name: "b"}, 0)
 	if err != nil {
 		b.Fatal(err)
 	}

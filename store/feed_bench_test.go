@@ -27,7 +27,7 @@ func BenchmarkFanOut(b *testing.B) {
 				b.Fatal(err)
 			}
 			author := o.ID
-			bo, err := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(author), Name: "b"})
+			bo, err := s.Create(ctx, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(author), Name: "b"}, 0)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -75,7 +75,7 @@ func BenchmarkCreatePinHybrid(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			bo, err := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(o.ID), Name: "b"})
+			bo, err := s.Create(ctx, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(o.ID), Name: "b"}, 0)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -130,7 +130,7 @@ func BenchmarkFeedHybrid(b *testing.B) {
 		if pulled {
 			setFollowerCount(b, s, o.ID, 1000)
 		}
-		bo, err := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(o.ID), Name: "b"})
+		bo, err := s.Create(ctx, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(o.ID), Name: "b"}, 0)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -149,7 +149,7 @@ func BenchmarkFeedHybrid(b *testing.B) {
 		pulled = append(pulled, mkAuthor(fmt.Sprintf("pulled%d", i), true))
 	}
 	owner, _ := s.CreateUser(ctx, model.UserDoc{Username: "owner"})
-	board, _ := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(owner.ID), Name: "big"})
+	board, _ := s.Create(ctx, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(owner.ID), Name: "big"}, 0)
 	for range 60 {
 		if _, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(board.ID)}, 0); err != nil {
 			b.Fatal(err)

@@ -20,7 +20,7 @@ func BenchmarkSecretPage(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bd, err := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(u.ID), Name: "b", Secret: true})
+	bd, err := s.Create(ctx, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(u.ID), Name: "b", Secret: true}, 0)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -138,7 +138,7 @@ func TestKeyHomeIsIndependentOfTheCreatesShard(t *testing.T) {
 	for u := mustUser(t, s, "elsewhere"); ; u = mustUser(t, s, "elsewhere") {
 		if idcodec.ShardOf(u) != uint32(sh.DB.N) {
 			other := keyCtx(key, `{"owner_id":"`+fmt.Sprint(u)+`"}`)
-			if _, err := s.CreateBoard(other, model.BoardDoc{OwnerID: model.ID(u), Name: "x"}); !model.IsCode(err, model.EKeyReused) {
+			if _, err := s.Create(other, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(u), Name: "x"}, 0); !model.IsCode(err, model.EKeyReused) {
 				t.Fatalf("another request with the key, on shard %d: %v, want %s", idcodec.ShardOf(u), err, model.EKeyReused)
 			}
 			if n := count(t, s, model.UserBoards, u); n != 0 {

@@ -34,8 +34,9 @@ func (s *core) marshalDoc(op string, d model.Doc) ([]byte, error) {
 	return b, nil
 }
 
-// Objects is the generic objects: creating boards, pins and comments,
-// reading, updating and deleting any object, and the pin → owner look-up.
+// Objects is the generic objects: creating any object under its parent
+// (create.go) and pins, reading, updating and deleting any object, and
+// the pin → owner look-up.
 // A create runs under the request's key (Keys), a pin decides its feed
 // (Feeds), a user's rename or delete moves its name (Usernames), and a
 // delete empties the object's lists (Lists, delete.go).
@@ -45,31 +46,6 @@ type Objects struct {
 	feeds     *Feeds
 	lists     *Lists
 	usernames *Usernames
-}
-
-// CreateBoard places the board on its owner's shard and adds it to the
-// owner's user_boards in the same transaction. ENotFound when the owner
-// does not exist.
-func (s *Objects) CreateBoard(ctx context.Context, doc model.BoardDoc) (model.Object, error) {
-	const op = "store.CreateBoard"
-	doc.Active = true
-	b, err := s.encodeDoc(op, &doc)
-	if err != nil {
-		return model.Object{}, err
-	}
-	sh, ownerLocal, err := s.route(op, uint64(doc.OwnerID), idcodec.TypeUser)
-	if err != nil {
-		return model.Object{}, err
-	}
-	obj, _, err := s.keys.create(ctx, op, sh, nil, func(tx *shardsql.Tx) (model.Object, bool, error) {
-		if _, _, err := readLive(ctx, tx, op, sh, idcodec.TypeUser, ownerLocal, shardsql.ShareLock); err != nil {
-			return model.Object{}, false, err
-		}
-		at := shardsql.Now()
-		obj, _, err := insertMember(ctx, tx, op, sh, newObject{idcodec.TypeBoard, &doc, b, at, shardsql.Sequence(at)}, nil)
-		return obj, err == nil, err
-	})
-	return obj, err
 }
 
 // CreatePin places the pin on its board's shard, owned by the board's
@@ -101,18 +77,15 @@ func (s *Objects) createPin(ctx context.Context, op string, doc model.PinDoc, ac
 	if err != nil {
 		return model.Object{}, false, err
 	}
+	t, _ := model.TypeOf(idcodec.TypePin)
 	var seq int64
 	var pulled, newlyPulled bool
 	obj, created, err = s.keys.create(ctx, op, sh, nil, func(tx *shardsql.Tx) (model.Object, bool, error) {
-		_, bd, err := readLive(ctx, tx, op, sh, idcodec.TypeBoard, boardLocal, shardsql.ShareLock)
+		bd, err := adopt(ctx, tx, op, sh, t, boardLocal, &doc, actor, shardsql.ShareLock)
 		if err != nil {
 			return model.Object{}, false, err
 		}
 		board := bd.(*model.BoardDoc)
-		doc.OwnerID, doc.Secret = board.OwnerID, board.Secret
-		if err := actsOnBoard(op, board, actor, "a user token may only pin on its own user's boards"); err != nil {
-			return model.Object{}, false, err
-		}
 		if doc.SectionID != 0 {
 			if err := checkSection(ctx, tx, op, sh, uint64(doc.SectionID), uint64(doc.BoardID)); err != nil {
 				return model.Object{}, false, err
@@ -155,51 +128,6 @@ func (s *Objects) createPin(ctx context.Context, op string, doc model.PinDoc, ac
 		}
 	}
 	return obj, created, err
-}
-
-// actsOnBoard checks that actor (0: a service token) may add to board, as
-// its transaction read it: another user's secret board is ENotFound, as
-// if missing; their public one EForbidden with refusal.
-func actsOnBoard(op string, board *model.BoardDoc, actor uint64, refusal string) error {
-	if actor == 0 || uint64(board.OwnerID) == actor {
-		return nil
-	}
-	if board.Secret {
-		return notFound(op, idcodec.TypeBoard)
-	}
-	return model.Wrap(op, model.EForbidden, refusal, nil)
-}
-
-// CreateComment places the comment on its pin's shard and adds it to
-// pin_comments. ENotFound when the pin or the author does not exist.
-func (s *Objects) CreateComment(ctx context.Context, doc model.CommentDoc) (model.Object, error) {
-	const op = "store.CreateComment"
-	doc.Active = true
-	b, err := s.encodeDoc(op, &doc)
-	if err != nil {
-		return model.Object{}, err
-	}
-	sh, pinLocal, err := s.route(op, uint64(doc.PinID), idcodec.TypePin)
-	if err != nil {
-		return model.Object{}, err
-	}
-	author := func() error {
-		_, err := s.objectByID(ctx, uint64(doc.AuthorID), idcodec.TypeUser)
-		return err
-	}
-	obj, _, err := s.keys.create(ctx, op, sh, author, func(tx *shardsql.Tx) (model.Object, bool, error) {
-		_, pd, err := readLive(ctx, tx, op, sh, idcodec.TypePin, pinLocal, shardsql.ShareLock)
-		if err != nil {
-			return model.Object{}, false, err
-		}
-		if pin := pd.(*model.PinDoc); pin.Secret && pin.OwnerID != doc.AuthorID {
-			return model.Object{}, false, notFound(op, idcodec.TypePin) // another user's secret pin: as if missing
-		}
-		at := shardsql.Now()
-		obj, _, err := insertMember(ctx, tx, op, sh, newObject{idcodec.TypeComment, &doc, b, at, shardsql.Sequence(at)}, nil)
-		return obj, err == nil, err
-	})
-	return obj, err
 }
 
 // Get returns the live object id of type typ, from the object cache when

@@ -29,7 +29,7 @@ func BenchmarkGetConcurrent(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		bo, err := s0.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(o.ID), Name: "b"})
+		bo, err := s0.Create(ctx, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(o.ID), Name: "b"}, 0)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -41,7 +41,7 @@ func TestObjectsCarryTheirCounts(t *testing.T) {
 	if err := s.AddMapping(ctx, model.UserFollowing, a, b); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.CreateComment(ctx, model.CommentDoc{PinID: model.ID(pin), AuthorID: model.ID(b), Text: "hi"}); err != nil {
+	if _, err := s.Create(ctx, idcodec.TypeComment, &model.CommentDoc{PinID: model.ID(pin), AuthorID: model.ID(b), Text: "hi"}, 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := s.SavePin(ctx, pin, mustBoard(t, s, mustUser(t, s, "d")), 0); err != nil {

@@ -57,7 +57,7 @@ func TestBoardSecretFlipsItsPins(t *testing.T) {
 	if err := s.AddMapping(ctx, model.UserLikes, bob, p1); !model.IsCode(err, model.ENotFound) {
 		t.Fatalf("bob likes a secret pin: %v", err)
 	}
-	if _, err := s.CreateComment(ctx, model.CommentDoc{PinID: model.ID(p1), AuthorID: model.ID(bob), Text: "x"}); !model.IsCode(err, model.ENotFound) {
+	if _, err := s.Create(ctx, idcodec.TypeComment, &model.CommentDoc{PinID: model.ID(p1), AuthorID: model.ID(bob), Text: "x"}, 0); !model.IsCode(err, model.ENotFound) {
 		t.Fatalf("bob comments on a secret pin: %v", err)
 	}
 	if err := s.AddMapping(ctx, model.UserLikes, ann, p1); err != nil {
@@ -105,7 +105,7 @@ func BenchmarkBoardSecretFlip(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bo, err := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(o.ID), Name: "b"})
+	bo, err := s.Create(ctx, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(o.ID), Name: "b"}, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestSecretCountsAreExact(t *testing.T) {
 	}
 	open := mustBoard(t, s, ann)
 	src := mustPin(t, s, open)
-	secret, err := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(ann), Name: "s", Secret: true})
+	secret, err := s.Create(ctx, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(ann), Name: "s", Secret: true}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,9 @@ import (
 // pins do, so a section, its board and every pin of the board are one
 // database and each change among them is one transaction:
 //   - board_sections lists a board's sections highest sequence first, in
-//     the order its owner sets: a new section goes last (a sequence below
-//     the lowest), Move reorders;
+//     the order its owner sets: a new section (Objects.Create, as its
+//     declaration says) goes last, a sequence below the lowest; Move
+//     reorders;
 //   - section_pins lists a section's pins, newest first, and each pin's
 //     document names the one section it is in (section_id), so a pin is
 //     in at most one section of its board;
@@ -26,63 +27,10 @@ import (
 //     deleting a board deletes its sections; deleting a pin takes it out
 //     of its section.
 
-// Sections is a board's sections: creating one, and putting a pin in a
-// section of its board or taking it out.
+// Sections is what is particular to a board's sections: putting a pin in
+// a section of its board or taking it out.
 type Sections struct {
 	*core
-	keys *Keys // a section's create runs under the request's key
-}
-
-// CreateSection places a new section on its board's shard, owned by the
-// board's owner and secret as the board is, last in the board's
-// board_sections, in one transaction that locks the board (so concurrent
-// creates on one board queue and each goes last). actor, when not 0, must
-// own the board: another user's secret board is ENotFound, a public one
-// EForbidden. EInvalid for a bad document; ENotFound when the board is not
-// live.
-func (s *Sections) CreateSection(ctx context.Context, doc model.SectionDoc, actor uint64) (model.Object, error) {
-	const op = "store.CreateSection"
-	doc.Active = true
-	if err := doc.Validate(s.cfg.Limits); err != nil {
-		return model.Object{}, err
-	}
-	sh, boardLocal, err := s.route(op, uint64(doc.BoardID), idcodec.TypeBoard)
-	if err != nil {
-		return model.Object{}, err
-	}
-	board := uint64(doc.BoardID)
-	obj, _, err := s.keys.create(ctx, op, sh, nil, func(tx *shardsql.Tx) (model.Object, bool, error) {
-		_, bd, err := readLive(ctx, tx, op, sh, idcodec.TypeBoard, boardLocal, shardsql.ForUpdate)
-		if err != nil {
-			return model.Object{}, false, err
-		}
-		b := bd.(*model.BoardDoc)
-		doc.OwnerID, doc.Secret = b.OwnerID, b.Secret
-		if err := actsOnBoard(op, b, actor, "a user token may only add sections to its own user's boards"); err != nil {
-			return model.Object{}, false, err
-		}
-		raw, err := s.marshalDoc(op, &doc)
-		if err != nil {
-			return model.Object{}, false, err
-		}
-		seq, ok, err := shardsql.LowestSequence(ctx, tx, sh.DB, model.BoardSections, board)
-		if err != nil {
-			return model.Object{}, false, err
-		}
-		if ok {
-			seq--
-		}
-		obj, _, err := insertMember(ctx, tx, op, sh, newObject{idcodec.TypeSection, &doc, raw, shardsql.Now(), seq}, nil)
-		if err != nil {
-			return obj, false, err
-		}
-		// Its sequences are places, not times: since and until refuse it.
-		if err := shardsql.MarkHandOrdered(ctx, tx, sh.DB, model.BoardSections, board); err != nil {
-			return obj, false, err
-		}
-		return obj, true, nil
-	})
-	return obj, err
 }
 
 // SetPinSection puts the pin in section, a section of its board, or, with

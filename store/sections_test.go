@@ -12,7 +12,7 @@ import (
 
 func mustSection(t *testing.T, s *Store, board uint64, name string) uint64 {
 	t.Helper()
-	o, err := s.CreateSection(ctx, model.SectionDoc{BoardID: model.ID(board), Name: name}, 0)
+	o, err := s.Create(ctx, idcodec.TypeSection, &model.SectionDoc{BoardID: model.ID(board), Name: name}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +115,10 @@ func TestSectionsOrderPinsAndCounts(t *testing.T) {
 	if n := count(t, s, model.BoardPins, board); n != 2 {
 		t.Fatalf("a refused pin was listed: %d", n)
 	}
-	if _, err := s.CreateSection(ctx, model.SectionDoc{BoardID: model.ID(board), Name: string(make([]byte, model.MaxName+1))}, 0); !model.IsCode(err, model.EInvalid) {
+	if _, err := s.Create(ctx, idcodec.TypeSection, &model.SectionDoc{BoardID: model.ID(board), Name: string(make([]byte, model.MaxName+1))}, 0); !model.IsCode(err, model.EInvalid) {
 		t.Fatalf("a section name too long: %v", err)
 	}
-	if _, err := s.CreateSection(ctx, model.SectionDoc{BoardID: model.ID(board)}, ann+1); !model.IsCode(err, model.EForbidden) && !model.IsCode(err, model.EInvalid) {
+	if _, err := s.Create(ctx, idcodec.TypeSection, &model.SectionDoc{BoardID: model.ID(board)}, ann+1); !model.IsCode(err, model.EForbidden) && !model.IsCode(err, model.EInvalid) {
 		t.Fatalf("a section without a name, or by another user: %v", err)
 	}
 	if n := count(t, s, model.BoardSections, board); n != 4 {
@@ -210,7 +210,7 @@ func TestSectionsFollowTheirBoardsSecret(t *testing.T) {
 	if !secretOf(t, get(b)) {
 		t.Fatal("a new section of a secret board is not secret")
 	}
-	if _, err := s.CreateSection(ctx, model.SectionDoc{BoardID: model.ID(board), Name: "x"}, bob); !model.IsCode(err, model.ENotFound) {
+	if _, err := s.Create(ctx, idcodec.TypeSection, &model.SectionDoc{BoardID: model.ID(board), Name: "x"}, bob); !model.IsCode(err, model.ENotFound) {
 		t.Fatalf("bob adds a section to ann's secret board: %v", err)
 	}
 	flip(false)
@@ -219,7 +219,7 @@ func TestSectionsFollowTheirBoardsSecret(t *testing.T) {
 			t.Fatalf("section %d of a board made public is secret", id)
 		}
 	}
-	if _, err := s.CreateSection(ctx, model.SectionDoc{BoardID: model.ID(board), Name: "x"}, bob); !model.IsCode(err, model.EForbidden) {
+	if _, err := s.Create(ctx, idcodec.TypeSection, &model.SectionDoc{BoardID: model.ID(board), Name: "x"}, bob); !model.IsCode(err, model.EForbidden) {
 		t.Fatalf("bob adds a section to ann's public board: %v", err)
 	}
 }
@@ -235,7 +235,7 @@ func TestSectionsUnderRaces(t *testing.T) {
 	errs := make(chan error, 64)
 	for i := range secs {
 		wg.Go(func() {
-			o, err := s.CreateSection(ctx, model.SectionDoc{BoardID: model.ID(board), Name: "s"}, 0)
+			o, err := s.Create(ctx, idcodec.TypeSection, &model.SectionDoc{BoardID: model.ID(board), Name: "s"}, 0)
 			if err != nil {
 				errs <- err
 				return

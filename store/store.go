@@ -263,7 +263,7 @@ func newStore(c *core) *Store {
 		Lists:     lists,
 		Objects:   objects,
 		Saves:     &Saves{c, objects, lists},
-		Sections:  &Sections{c, keys},
+		Sections:  &Sections{c},
 		Repairs:   &Repairs{core: c, keys: keys, objs: objects, lists: lists, usernames: usernames},
 	}
 }

@@ -32,7 +32,7 @@ func mustUser(t *testing.T, s *Store, name string) uint64 {
 
 func mustBoard(t *testing.T, s *Store, owner uint64) uint64 {
 	t.Helper()
-	o, err := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(owner), Name: "b"})
+	o, err := s.Create(ctx, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(owner), Name: "b"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -504,11 +504,11 @@ func TestBadCreatesWriteNothing(t *testing.T) {
 		{"unknown board", func() error { _, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(b + 77)}, 0); return err }, model.ENotFound},
 		{"another user's board", func() error { _, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(b)}, u+1); return err }, model.EForbidden},
 		{"unknown owner", func() error {
-			_, err := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(u + 77), Name: "x"})
+			_, err := s.Create(ctx, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(u + 77), Name: "x"}, 0)
 			return err
 		}, model.ENotFound},
 		{"comment by unknown author", func() error {
-			_, err := s.CreateComment(ctx, model.CommentDoc{PinID: model.ID(idcodec.MustEncode(0, idcodec.TypePin, 1)), AuthorID: model.ID(u + 77), Text: "hi"})
+			_, err := s.Create(ctx, idcodec.TypeComment, &model.CommentDoc{PinID: model.ID(idcodec.MustEncode(0, idcodec.TypePin, 1)), AuthorID: model.ID(u + 77), Text: "hi"}, 0)
 			return err
 		}, model.ENotFound},
 	}

@@ -132,7 +132,7 @@ func TestWatchMapReloads(t *testing.T) {
 	}
 	v0 := s.Map().Version()
 	canWrite := func() error {
-		_, err := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(u), Name: "b"})
+		_, err := s.Create(ctx, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(u), Name: "b"}, 0)
 		return err
 	}
 	if err := canWrite(); err != nil {

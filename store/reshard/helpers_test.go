@@ -113,7 +113,7 @@ func mustUser(t *testing.T, s *store.Store, name string) uint64 {
 
 func mustBoard(t *testing.T, s *store.Store, owner uint64) uint64 {
 	t.Helper()
-	o, err := s.CreateBoard(ctx, model.BoardDoc{OwnerID: model.ID(owner), Name: "b"})
+	o, err := s.Create(ctx, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(owner), Name: "b"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,55 @@
+package store
+
+import (
+	"testing"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+)
+
+// Create makes every type with a parent as its declaration says: the
+// parent read live, what it adopts from it, its Live refs checked; a pin
+// and a user go through their own creates (the owner cache, the name); a
+// document of another type than named is refused.
+func TestCreateUnderParents(t *testing.T) {
+	s, _ := openTest(t)
+	ann, bob := mustUser(t, s, "ann"), mustUser(t, s, "bob")
+	board, err := s.Create(ctx, idcodec.TypeBoard, &model.BoardDoc{OwnerID: model.ID(ann), Name: "b", Secret: true}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin, err := s.Create(ctx, idcodec.TypePin, &model.PinDoc{BoardID: model.ID(board.ID)}, ann)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := model.DecodeDoc(idcodec.TypePin, pin.Doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := d.(*model.PinDoc); uint64(p.OwnerID) != ann || !p.Secret {
+		t.Errorf("pin owner %d, secret %v; want ann's (%d), secret as its board", p.OwnerID, p.Secret, ann)
+	}
+	if owners, err := s.ownerCache.Get(ctx, []uint64{pin.ID}); err != nil || len(owners) != 1 || owners[0] != ann {
+		t.Errorf("the owner cache holds %v, %v for the pin; want ann (%d): a pin's own create caches its owner", owners, err, ann)
+	}
+	if _, err := s.Create(ctx, idcodec.TypeSection, &model.SectionDoc{BoardID: model.ID(board.ID), Name: "s"}, bob); !model.IsCode(err, model.ENotFound) {
+		t.Errorf("bob's section on ann's secret board: %v, want not found", err)
+	}
+	gone := idcodec.MustEncode(idcodec.ShardOf(bob), idcodec.TypeUser, idcodec.LocalOf(bob)+1000)
+	if _, err := s.Create(ctx, idcodec.TypeComment, &model.CommentDoc{PinID: model.ID(pin.ID), AuthorID: model.ID(gone), Text: "hi"}, 0); !model.IsCode(err, model.ENotFound) {
+		t.Errorf("a comment by a user who does not exist: %v, want not found", err)
+	}
+	if _, err := s.Create(ctx, idcodec.TypeComment, &model.CommentDoc{PinID: model.ID(pin.ID), AuthorID: model.ID(ann), Text: "hi"}, 0); err != nil {
+		t.Errorf("ann's comment on her own secret pin: %v", err)
+	}
+	cat, err := s.Create(ctx, idcodec.TypeUser, &model.UserDoc{Username: "cat"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if named, err := s.GetUserByUsername(ctx, "CAT"); err != nil || named.ID != cat.ID {
+		t.Errorf("the user named cat: %v, %v; want %d: a user's own create claims its name", named.ID, err, cat.ID)
+	}
+	if _, err := s.Create(ctx, idcodec.TypeComment, &model.BoardDoc{OwnerID: model.ID(ann), Name: "x"}, 0); !model.IsCode(err, model.EInternal) {
+		t.Errorf("a board's document as a comment: %v, want refused", err)
+	}
+}
