@@ -22,7 +22,10 @@ func CheckID(what string, id uint64, want idcodec.Type) (idcodec.Parts, error) {
 	if err != nil {
 		return p, Errorf(EInvalid, "%s %d has reserved bits set", what, id)
 	}
-	return p, checkParts(what, strconv.FormatUint(id, 10), p, want)
+	if partsOK(p, want) {
+		return p, nil
+	}
+	return p, partsError(what, strconv.FormatUint(id, 10), p, want)
 }
 
 // ParseID reads s, a decimal ID, and checks it with CheckID. Anything but a
@@ -35,10 +38,22 @@ func ParseID(what, s string, want idcodec.Type) (uint64, idcodec.Parts, error) {
 	case err != nil:
 		return 0, p, Errorf(EInvalid, "%s %s is not a decimal 64-bit id", what, QuoteInput(s))
 	}
-	return id, p, checkParts(what, QuoteInput(s), p, want)
+	if partsOK(p, want) {
+		return id, p, nil
+	}
+	return id, p, partsError(what, QuoteInput(s), p, want)
 }
 
-func checkParts(what, shown string, p idcodec.Parts, want idcodec.Type) error {
+// partsOK reports whether p passes the rule of CheckID for want. The
+// error message, which quotes the client's input, is only made for an id
+// that does not (partsError): the parse of every path id asks this.
+func partsOK(p idcodec.Parts, want idcodec.Type) bool {
+	return p.Type.Known() && (want == 0 || (p.Type == want && p.Local != 0))
+}
+
+// partsError is the error of an id whose parts p fail the rule of
+// CheckID for want, shown as the client gave it.
+func partsError(what, shown string, p idcodec.Parts, want idcodec.Type) error {
 	switch {
 	case !p.Type.Known():
 		return Errorf(EInvalid, "%s %s has unknown type %d", what, shown, p.Type)

@@ -46,3 +46,31 @@ func TestCheckAndParseID(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParseID is the parse of a valid path id, which every request
+// naming an object pays.
+//
+//	go test -run '^$' -bench ParseID -benchmem ./model
+func BenchmarkParseID(b *testing.B) {
+	s := strconv.FormatUint(idcodec.MustEncode(3, idcodec.TypePin, 9), 10)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := ParseID("id", s, idcodec.TypePin); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCheckID is the check of an id the store routes: every read or
+// write of an object, every entry of a page.
+//
+//	go test -run '^$' -bench CheckID -benchmem ./model
+func BenchmarkCheckID(b *testing.B) {
+	id := idcodec.MustEncode(3, idcodec.TypePin, 9)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := CheckID("id", id, idcodec.TypePin); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
