@@ -83,17 +83,30 @@ func SecretCounted(typ idcodec.Type) []Mapping {
 
 // CountKeys lists what an object of typ carries in Object.Counts, as the
 // keys of its rows in a shard's mapping_counts: the mappings of
-// Counted(typ), then the SecretKey of each of SecretCounted(typ).
+// Counted(typ), then the SecretKey of each of SecretCounted(typ). The
+// slice is made once per type and shared: callers must not change it
+// (every decode of a cached object asks for it).
 func CountKeys(typ idcodec.Type) []uint8 {
-	var keys []uint8
-	for _, m := range Counted(typ) {
-		keys = append(keys, uint8(m))
+	if int(typ) >= len(countKeys) {
+		return nil
 	}
-	for _, m := range SecretCounted(typ) {
-		keys = append(keys, SecretKey(m))
-	}
-	return keys
+	return countKeys[typ]
 }
+
+// countKeys is CountKeys of every type, from the declarations.
+var countKeys = func() (all [TypeSlots][]uint8) {
+	for typ := range all {
+		var keys []uint8
+		for _, m := range Counted(idcodec.Type(typ)) {
+			keys = append(keys, uint8(m))
+		}
+		for _, m := range SecretCounted(idcodec.Type(typ)) {
+			keys = append(keys, SecretKey(m))
+		}
+		all[typ] = keys[:len(keys):len(keys)]
+	}
+	return all
+}()
 
 // SecretKey is the mapping_counts key under which the number of secret
 // entries of list m is kept: m with its high bit set, which no mapping
