@@ -34,9 +34,9 @@ func (s *core) marshalDoc(op string, d model.Doc) ([]byte, error) {
 	return b, nil
 }
 
-// Objects is the generic objects: creating any object under its parent
-// (create.go) and pins, reading, updating and deleting any object, and
-// the pin → owner look-up.
+// Objects is the generic objects: creating any object as its type
+// declares (create.go; a pin's create, with its product rules, here),
+// reading, updating and deleting any object, and the pin → owner look-up.
 // A create runs under the request's key (Keys), a pin decides its feed
 // (Feeds), a user's rename or delete moves its name (Usernames), and a
 // delete empties the object's lists (Lists, delete.go).
