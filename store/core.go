@@ -12,17 +12,14 @@ import (
 	"github.com/pinstore/pinstore/store/objcache"
 	"github.com/pinstore/pinstore/store/ownercache"
 	"github.com/pinstore/pinstore/store/pointread"
-	"github.com/pinstore/pinstore/store/replicas"
-	"github.com/pinstore/pinstore/store/topology"
 )
 
-// core is what every part of the store shares: the configuration, the
-// router and its pools, the caches and the helpers that route an id, bound
-// a call and run a transaction (route.go, replicas.go, cache.go).
+// core is what every part of the store shares: the shards (route.go,
+// replicas.go), the caches and their upkeep (cache.go), and the reads by
+// id through the object cache (objects.go, lists.go).
 type core struct {
-	cfg       Config
+	shards
 	log       *slog.Logger
-	router    *topology.Router
 	cursor    cursorCodec
 	feed      *fanout.Fanout
 	readStats *pointread.Stats // reads by id of every pool's queue (topology.Pool)
@@ -31,8 +28,6 @@ type core struct {
 	redis      redis.UniversalClient // nil when the cache is disabled
 	ownerCache *ownercache.Cache
 	owners     *ownercache.Guard // nil when the cache is disabled
-	objects    *objectCache      // off when Redis or the object cache is disabled
-	replicas   *replicas.Tracker // replica lag and the pool each read uses (replicas.go)
 }
 
 // openCache connects the owner cache. A Redis that is down is not an

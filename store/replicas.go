@@ -23,18 +23,18 @@ import (
 //     (Hosts).
 
 // startReplicas starts the tracker's polls under ctx.
-func (s *core) startReplicas(ctx context.Context, wg *sync.WaitGroup) {
+func (s *shards) startReplicas(ctx context.Context, wg *sync.WaitGroup) {
 	s.replicas = replicas.NewTracker(s.router, s.cfg.Replicas)
 	wg.Go(func() { s.replicas.Run(ctx) })
 }
 
 // reader is the pool a read of sh uses (replica hook).
-func (s *core) reader(ctx context.Context, sh topology.Shard) replicas.Reader {
+func (s *shards) reader(ctx context.Context, sh topology.Shard) replicas.Reader {
 	return s.replicas.Pick(ctx, sh.Host)
 }
 
 // hostReader is reader for a host.
-func (s *core) hostReader(ctx context.Context, h *topology.Host) replicas.Reader {
+func (s *shards) hostReader(ctx context.Context, h *topology.Host) replicas.Reader {
 	return s.replicas.Pick(ctx, h)
 }
 

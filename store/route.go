@@ -16,11 +16,22 @@ import (
 	"github.com/pinstore/pinstore/store/topology"
 )
 
+// shards runs the store's statements on the shards: it routes an id,
+// bounds a call, pins a route through a shard's move, runs transactions
+// whose changes leave the object cache before they return (route.go), and
+// picks the pool each read uses (replicas.go). core embeds it.
+type shards struct {
+	cfg      Config
+	router   *topology.Router
+	objects  *objectCache      // off when Redis or the object cache is disabled
+	replicas *replicas.Tracker // replica lag and the pool each read uses (replicas.go)
+}
+
 // route checks id (model.CheckID) and returns its shard's route in the
 // topology in force and its local id: a malformed id, an unknown type or a
 // shard outside the map is EInvalid; an id of a known type other than want
 // is ENotFound (the caller asked for a pin and there is no such pin).
-func (s *core) route(op string, id uint64, want idcodec.Type) (topology.Shard, uint64, error) {
+func (s *shards) route(op string, id uint64, want idcodec.Type) (topology.Shard, uint64, error) {
 	sh, local, err := s.router.Current().Route(id, want)
 	if err != nil {
 		return sh, 0, shardsql.Classify(op, "", err)
@@ -42,7 +53,7 @@ func notFound(op string, typ idcodec.Type) error {
 }
 
 // deadline bounds ctx by the query timeout unless the caller set a deadline.
-func (s *core) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+func (s *shards) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, func() {}
 	}
@@ -57,7 +68,7 @@ func (s *core) deadline(ctx context.Context) (context.Context, context.CancelFun
 // EMoving after the buffer window. fn must use sh for its database name
 // only. The objects fn's statements changed lose their cached copies
 // before inTx returns (cache.go).
-func (s *core) inTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
+func (s *shards) inTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
 	sh, release, err := s.enterShard(ctx, op, sh.N)
 	if err != nil {
 		return err
@@ -68,7 +79,7 @@ func (s *core) inTx(ctx context.Context, op string, sh topology.Shard, fn func(t
 
 // txOn is inTx on a route the caller pinned (enterShard, enterShards) and
 // keeps pinned until txOn returns: it never waits in the write buffer.
-func (s *core) txOn(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
+func (s *shards) txOn(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
 	c, err := replicas.Begin(ctx, sh.Host) // replica hook: the commit's GTID goes into the request's token
@@ -104,7 +115,7 @@ func (s *core) txOn(ctx context.Context, op string, sh topology.Shard, fn func(t
 
 // enterShard pins the write route of shard n (topology.Router.EnterShard)
 // with the store's write buffer; background work (noBuffer) does not wait.
-func (s *core) enterShard(ctx context.Context, op string, n int) (topology.Shard, func(), error) {
+func (s *shards) enterShard(ctx context.Context, op string, n int) (topology.Shard, func(), error) {
 	sh, release, err := s.router.EnterShard(ctx, op, n, s.bufferWindow(ctx), s.cfg.WriteBufferMax)
 	if err != nil {
 		return sh, nil, shardsql.Classify(op, "", err)
@@ -116,7 +127,7 @@ func (s *core) enterShard(ctx context.Context, op string, n int) (topology.Shard
 // nested in the other (topology.Router.EnterShards): both routes are pinned
 // in one topology before either transaction opens, so neither waits in the
 // write buffer holding the other's locks.
-func (s *core) enterShards(ctx context.Context, op string, a, b int) (topology.Shard, topology.Shard, func(), error) {
+func (s *shards) enterShards(ctx context.Context, op string, a, b int) (topology.Shard, topology.Shard, func(), error) {
 	sa, sb, release, err := s.router.EnterShards(ctx, op, a, b, s.bufferWindow(ctx), s.cfg.WriteBufferMax)
 	if err != nil {
 		return sa, sb, nil, shardsql.Classify(op, "", err)
@@ -125,7 +136,7 @@ func (s *core) enterShards(ctx context.Context, op string, a, b int) (topology.S
 }
 
 // bufferWindow is how long a write of ctx waits in the write buffer.
-func (s *core) bufferWindow(ctx context.Context) time.Duration {
+func (s *shards) bufferWindow(ctx context.Context) time.Duration {
 	if ctx.Value(noBufferKey{}) != nil {
 		return 0
 	}
@@ -145,12 +156,12 @@ func withoutBuffer(ctx context.Context) context.Context {
 // (shardsql.RetryDeadlock): for idempotent transactions, such as one side
 // of a pair or a feed write, which meet the fan-out's shared locks on
 // follow rows and each other's count rows.
-func (s *core) inRetryTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
+func (s *shards) inRetryTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
 	return shardsql.RetryDeadlock(func() error { return s.inTx(ctx, op, sh, fn) })
 }
 
 // retryTxOn is inRetryTx on a route the caller pinned (txOn).
-func (s *core) retryTxOn(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
+func (s *shards) retryTxOn(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
 	return shardsql.RetryDeadlock(func() error { return s.txOn(ctx, op, sh, fn) })
 }
 
@@ -185,7 +196,7 @@ func liveDoc(op string, typ idcodec.Type, r shardsql.Row, err error) (model.Doc,
 // (pointread), with the length of its list count when count is set: the
 // one way a request reads an object outside a transaction. A missing or
 // deleted object is ENotFound; a driver error is classified.
-func (s *core) readPoint(ctx context.Context, op string, sh topology.Shard, typ idcodec.Type, local uint64, count model.Mapping) (*pointread.Read, error) {
+func (s *shards) readPoint(ctx context.Context, op string, sh topology.Shard, typ idcodec.Type, local uint64, count model.Mapping) (*pointread.Read, error) {
 	r := &pointread.Read{DB: sh.DB, Type: typ, Local: local, Count: count}
 	err := s.reader(ctx, sh).Reads.Do(ctx, r) // replica hook
 	if errors.Is(err, sql.ErrNoRows) || err == nil && !r.Row.Flags.Active() {

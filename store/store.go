@@ -4,9 +4,10 @@
 // package shardsql and turns driver errors into *model.Error.
 //
 // Store, what Open returns, is the sum of small parts, each a type with
-// one job, all on one shared core (core.go: the configuration, the router
-// and its pools, the caches; and the helpers that route an id, bound a
-// call and run a transaction: route.go, replicas.go, cache.go). The generic parts
+// one job, all on one shared core (core.go: the caches and the reads by id
+// through them, cache.go), which embeds the shards (the configuration, the
+// router and its pools, and the helpers that route an id, bound a call and
+// run a transaction: route.go, replicas.go). The generic parts
 // follow the declarations of package model; the product rules sit on
 // them as parts of their own:
 //
@@ -200,7 +201,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		_, _ = rand.Read(cfg.CursorSecret)
 		cfg.Logger.Warn("PINSTORE_CURSOR_SECRET is not set: list cursors are signed with a random key and stop working when this process restarts")
 	}
-	c := &core{cfg: cfg, log: cfg.Logger, cursor: cursorCodec{key: cfg.CursorSecret},
+	c := &core{shards: shards{cfg: cfg}, log: cfg.Logger, cursor: cursorCodec{key: cfg.CursorSecret},
 		readStats: pointread.NewStats(cfg.Registerer), edgeStats: edgeread.NewStats(cfg.Registerer)}
 	s := newStore(c)
 	var err error
