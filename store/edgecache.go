@@ -62,8 +62,8 @@ func (s *Lists) wholeList() int {
 func edgeCached(m model.Mapping) bool { return m.ViewerEdge() != "" }
 
 // edgeOwnerTypes are the types whose objects own a list, and so may have
-// an edge hash (edge-cached lists' owners, and the first pages of any
-// list, pagecache.go): only their invalidations drop one.
+// an edge hash (edge-cached lists' owners, and the pages of any list,
+// pagecache.go): only their invalidations drop one.
 var edgeOwnerTypes = func() (out [model.TypeSlots]bool) {
 	for _, m := range model.Mappings() {
 		out[m.From()] = true

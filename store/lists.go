@@ -81,7 +81,7 @@ func (s *Lists) list(ctx context.Context, op string, m model.Mapping, from uint6
 	}
 	carried := slices.Index(model.Counted(m.From()), m)
 	if !withObjects {
-		if l, ok, err := s.cachedFirstPage(ctx, op, sh, m, from, local, p, q, carried); ok { // pagecache.go
+		if l, ok, err := s.cachedPage(ctx, op, sh, m, from, local, p, q, carried); ok { // pagecache.go
 			return l, nil, err
 		}
 	}

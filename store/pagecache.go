@@ -11,12 +11,14 @@ import (
 	"github.com/pinstore/pinstore/store/topology"
 )
 
-// The first page of a list (no cursor, offset or time range: the page a
-// board, a profile or a pin's comments open on) is answered from the
-// object cache when it is on (objcache, pages.go): one Redis round trip,
-// shared with concurrent callers, reads the owner's entry (its liveness
-// and the list's count) and the page's rows, and only a miss reads
-// MySQL, on the master, then fills under the generation the read took.
+// A page of a list, the first one (the page a board, a profile or a
+// pin's comments open on) or one after a cursor (the next pages, whose
+// cursors every reader scrolling the list is handed alike), is answered
+// from the object cache when it is on (objcache, pages.go); a page with
+// an offset or a time range is not. One Redis round trip, shared with
+// concurrent callers, reads the owner's entry (its liveness and the
+// list's count) and the page's rows, and only a miss reads MySQL, on the
+// master, then fills under the generation the read took.
 //
 // A page is never older than a write acknowledged before the read began,
 // for the reason edges are not (edgecache.go): every statement that adds,
@@ -28,17 +30,21 @@ import (
 // error a page reads MySQL and fills nothing. The page's objects are read
 // by id afterwards, as every list's are.
 
-// cachedFirstPage is list's first page from the cache; ok is false when
-// the cache cannot answer (off, not a first page, the owner's
-// invalidation pending, Redis away) and the caller reads MySQL. carried
-// is m's index among its owner's counts, or -1: a list its owner does not
-// count (a user's likes) keeps its length with the page.
-func (s *Lists) cachedFirstPage(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, p model.Page, q shardsql.Page, carried int) (l model.List, ok bool, err error) {
+// cachedPage is a page of list m from the cache; ok is false when the
+// cache cannot answer (off, a page with an offset or a time range, the
+// owner's invalidation pending, Redis away) and the caller reads MySQL.
+// carried is m's index among its owner's counts, or -1: a list its owner
+// does not count (a user's likes) keeps its length with the page.
+func (s *Lists) cachedPage(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, p model.Page, q shardsql.Page, carried int) (l model.List, ok bool, err error) {
 	oc := s.objects
-	if !oc.on() || p.Cursor != "" || p.Offset != 0 || p.TimeRange() || oc.pendingFor(from) {
+	if !oc.on() || q.Offset != 0 || q.Min != nil || q.Max != nil || oc.pendingFor(from) {
 		return l, false, nil
 	}
-	field := objcache.PageField(m, q.Limit, p.Desc)
+	var after shardsql.Position // the first page: none
+	if q.After != nil {
+		after = *q.After
+	}
+	field := objcache.PageField(m, q.Limit, q.Desc, after.Seq, after.To)
 	r, err := oc.cache.ReadPage(ctx, from, field)
 	if err != nil {
 		return l, false, nil
@@ -55,7 +61,7 @@ func (s *Lists) cachedFirstPage(ctx context.Context, op string, sh topology.Shar
 		count, entries, err = objcache.DecodePage(r.Page)
 	}
 	if r.Page == nil || err != nil {
-		if count, entries, err = s.readFirstPage(ctx, op, sh, m, from, local, q, carried); err != nil {
+		if count, entries, err = s.readPage(ctx, op, sh, m, from, local, q, carried); err != nil {
 			return l, true, err
 		}
 		oc.cache.FillPage(ctx, from, r.Gen, field, objcache.EncodePage(count, entries))
@@ -69,11 +75,11 @@ func (s *Lists) cachedFirstPage(ctx context.Context, op string, sh topology.Shar
 	return l, true, nil
 }
 
-// readFirstPage reads a first page's rows from MySQL and, for a list its
+// readPage reads a cached page's rows from MySQL and, for a list its
 // owner does not count (carried -1), the list's length; else count is -1.
 // A fill never comes from a replica, which may lack a write whose
 // invalidation the generation came after: both reads go to the master.
-func (s *Lists) readFirstPage(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, q shardsql.Page, carried int) (count int64, entries []model.Entry, err error) {
+func (s *Lists) readPage(ctx context.Context, op string, sh topology.Shard, m model.Mapping, from, local uint64, q shardsql.Page, carried int) (count int64, entries []model.Entry, err error) {
 	ctx, cancel := s.deadline(replicas.OnMaster(ctx))
 	defer cancel()
 	count = -1

@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -11,14 +12,14 @@ import (
 	"github.com/pinstore/pinstore/model"
 )
 
-// First pages come from the cache once read, and are never older than a
-// write acknowledged before the read: pins created, moved by hand and
-// deleted through another server, a board created on the owner's list,
-// a like and an unlike (a list the user does not count: its length is
-// the page's own), and this server's own move whose invalidation Redis
-// did not take. Each
-// page is held against the same page read by a server with the cache off.
-func TestFirstPageFromTheCache(t *testing.T) {
+// Pages come from the cache once read, first pages and pages after a
+// cursor alike, and are never older than a write acknowledged before the
+// read: pins created, moved by hand and deleted through another server, a
+// board created on the owner's list, a like and an unlike (a list the
+// user does not count: its length is the page's own), and this server's
+// own move whose invalidation Redis did not take. Each page is held
+// against the same page read by a server with the cache off.
+func TestPagesFromTheCache(t *testing.T) {
 	b, m := openTest(t) // on Redis directly
 	proxy := startCutProxy(t, testenv.RedisAddr(t))
 	a := openSecond(t, b, proxy.ln.Addr().String())
@@ -49,6 +50,25 @@ func TestFirstPageFromTheCache(t *testing.T) {
 		{model.BoardPins, board, model.Page{Limit: 10, Desc: true}},
 		{model.UserBoards, owner, model.Page{Limit: 2, Desc: true}},
 		{model.UserLikes, liker, model.Page{Limit: 2, Desc: true}}, // not counted on the user: the page keeps its length
+	}
+	// The next pages, after the cursors a reader scrolling on is handed,
+	// beside the first pages of the same length: each cursor keeps its
+	// position while the list changes around it.
+	for _, r := range []read{
+		{model.BoardPins, board, model.Page{Limit: 2, Desc: true}},
+		{model.BoardPins, board, model.Page{Limit: 2}},
+		{model.UserLikes, liker, model.Page{Limit: 1, Desc: true}},
+	} {
+		l, err := truth.List(ctx, r.m, r.from, r.p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.NextCursor == "" {
+			t.Fatalf("setup: %s of %d has one page", r.m, r.from)
+		}
+		reads = append(reads, r)
+		r.p.Cursor = l.NextCursor
+		reads = append(reads, r)
 	}
 	check := func(s *Store, when string) {
 		t.Helper()
@@ -161,44 +181,56 @@ func TestFirstPageAfterEachMove(t *testing.T) {
 }
 
 // Follows toggled through alternating servers while readers read the
-// first page of the users' following through either: a page that no
-// write to an entry overlapped holds that entry exactly when the last
+// users' following through either, as a first page and as a page after a
+// cursor (one at the list's top, so it holds every entry too): a page that
+// no write to an entry overlapped holds that entry exactly when the last
 // acknowledged write left it there, never an older state.
-func TestFirstPageNeverOlderAcrossServers(t *testing.T) {
-	a, _ := openTest(t)
-	b := openSecond(t, a, testenv.RedisAddr(t))
-	const nUsers, nItems, writes = 3, 4, 24
-	var users, targets []uint64
-	for i := range nUsers {
-		users = append(users, mustUser(t, a, fmt.Sprintf("follower%d", i)))
-	}
-	for i := range nItems {
-		targets = append(targets, mustUser(t, a, fmt.Sprintf("followed%d", i)))
-	}
-	pages, judged := toggleRace{ // edgecache_test.go
-		stores: []*Store{a, b}, owners: nUsers, items: nItems, writes: writes,
-		toggle: func(s *Store, i, k int, on bool) error {
-			if on {
-				return s.AddMapping(ctx, model.UserFollowing, users[i], targets[k])
+func TestPagesNeverOlderAcrossServers(t *testing.T) {
+	for _, afterCursor := range []bool{false, true} {
+		t.Run(map[bool]string{false: "first page", true: "after a cursor"}[afterCursor], func(t *testing.T) {
+			a, _ := openTest(t)
+			b := openSecond(t, a, testenv.RedisAddr(t))
+			const nUsers, nItems, writes = 3, 4, 24
+			var users, targets []uint64
+			for i := range nUsers {
+				users = append(users, mustUser(t, a, fmt.Sprintf("follower%d", i)))
 			}
-			return s.RemoveMapping(ctx, model.UserFollowing, users[i], targets[k])
-		},
-		read: func(s *Store, i int) ([]bool, error) {
-			l, err := s.List(ctx, model.UserFollowing, users[i], model.Page{Limit: nItems, Desc: true})
-			if err != nil {
-				return nil, err
+			for i := range nItems {
+				targets = append(targets, mustUser(t, a, fmt.Sprintf("followed%d", i)))
 			}
-			held := make([]bool, nItems)
-			for k, target := range targets {
-				held[k] = slices.ContainsFunc(l.Entries, func(e model.Entry) bool { return e.To == target })
+			page := func(i int) model.Page {
+				p := model.Page{Limit: nItems, Desc: true}
+				if afterCursor {
+					p.Cursor = a.cursor.encode(cursorPos{kind: uint8(model.UserFollowing), desc: true, from: users[i], seq: math.MaxInt64, to: math.MaxUint64})
+				}
+				return p
 			}
-			return held, nil
-		},
-	}.run(t)
-	hits := a.objects.cache.PageStats().Hits.Load() + b.objects.cache.PageStats().Hits.Load()
-	refused := a.objects.cache.PageStats().Refused.Load() + b.objects.cache.PageStats().Refused.Load()
-	if hits == 0 {
-		t.Fatal("no page was answered from the cache")
+			pages, judged := toggleRace{ // edgecache_test.go
+				stores: []*Store{a, b}, owners: nUsers, items: nItems, writes: writes,
+				toggle: func(s *Store, i, k int, on bool) error {
+					if on {
+						return s.AddMapping(ctx, model.UserFollowing, users[i], targets[k])
+					}
+					return s.RemoveMapping(ctx, model.UserFollowing, users[i], targets[k])
+				},
+				read: func(s *Store, i int) ([]bool, error) {
+					l, err := s.List(ctx, model.UserFollowing, users[i], page(i))
+					if err != nil {
+						return nil, err
+					}
+					held := make([]bool, nItems)
+					for k, target := range targets {
+						held[k] = slices.ContainsFunc(l.Entries, func(e model.Entry) bool { return e.To == target })
+					}
+					return held, nil
+				},
+			}.run(t)
+			hits := a.objects.cache.PageStats().Hits.Load() + b.objects.cache.PageStats().Hits.Load()
+			refused := a.objects.cache.PageStats().Refused.Load() + b.objects.cache.PageStats().Refused.Load()
+			if hits == 0 {
+				t.Fatal("no page was answered from the cache")
+			}
+			t.Logf("%d pages, %d entries judged, %d pages from the cache, %d fills refused", pages, judged, hits, refused)
+		})
 	}
-	t.Logf("%d pages, %d entries judged, %d pages from the cache, %d fills refused", pages, judged, hits, refused)
 }

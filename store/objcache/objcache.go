@@ -125,8 +125,8 @@ func New(client redis.UniversalClient, opts Options) *Cache {
 	c.errs = counter("pinstore_object_cache_errors_total", "Object cache round trips that failed or timed out.")
 	c.edges = newEdgeCounters(c, counter)
 	c.pages = pageCounters{
-		hits:    counter("pinstore_page_cache_hits_total", "First pages of lists read from the Redis cache."),
-		misses:  counter("pinstore_page_cache_misses_total", "First pages of lists not in the cache (read from MySQL)."),
+		hits:    counter("pinstore_page_cache_hits_total", "Pages of lists (first pages, and pages after a cursor) read from the Redis cache."),
+		misses:  counter("pinstore_page_cache_misses_total", "Pages of lists not in the cache (read from MySQL)."),
 		refused: counter("pinstore_page_cache_fills_refused_total", "Page fills refused because a write invalidated the list's owner after the reader took the generation."),
 	}
 	return c

@@ -11,12 +11,14 @@ import (
 	"github.com/pinstore/pinstore/model"
 )
 
-// # First pages
+// # Pages
 //
-// The first page of an object's list (a board's pins, a user's followers,
-// newest or oldest first, of a given length) is cached in the same hash
-// as the object's edges (edges.go), in the field "p<mapping>:<rows>:<a|d>",
-// as the rows the page read: 'P', the list's length when its owner does
+// A page of an object's list (a board's pins, a user's followers, newest
+// or oldest first, of a given length, from the list's start or after a
+// cursor's position) is cached in the same hash as the object's edges
+// (edges.go), in the field "p<mapping>:<rows>:<a|d>", followed for a
+// page after a cursor by ":<sequence>:<id>" of the cursor's position, as
+// the rows the page read: 'P', the list's length when its owner does
 // not carry it among its counts (8 bytes), then each entry's id and
 // sequence, 16 bytes.
 // It is exact for the same reason the edges are: every statement that
@@ -26,18 +28,27 @@ import (
 // edges do, before the page is read from MySQL (a master), and are refused
 // if an invalidation has deleted the hash since.
 
-// PageField is the field of the first rows rows of m, in descending
-// (newest first) or ascending order.
-func PageField(m model.Mapping, rows int, desc bool) string {
-	b := make([]byte, 0, 24)
+// PageField is the field of a page of rows rows of m, in descending
+// (newest first) or ascending order: the list's first rows when afterTo
+// is 0, else the rows after the position (afterSeq, afterTo), a cursor's.
+func PageField(m model.Mapping, rows int, desc bool, afterSeq int64, afterTo uint64) string {
+	b := make([]byte, 0, 64)
 	b = append(b, 'p')
 	b = strconv.AppendUint(b, uint64(m), 10)
 	b = append(b, ':')
 	b = strconv.AppendInt(b, int64(rows), 10)
 	if desc {
-		return string(append(b, ":d"...))
+		b = append(b, ":d"...)
+	} else {
+		b = append(b, ":a"...)
 	}
-	return string(append(b, ":a"...))
+	if afterTo != 0 {
+		b = append(b, ':')
+		b = strconv.AppendInt(b, afterSeq, 10)
+		b = append(b, ':')
+		b = strconv.AppendUint(b, afterTo, 10)
+	}
+	return string(b)
 }
 
 // ReadPage reads, in one round trip shared with concurrent callers' edge

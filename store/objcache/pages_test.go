@@ -23,7 +23,7 @@ func readPage(t *testing.T, c *Cache, from uint64, field string) EdgeRead {
 func testPagesFillUnderTheirGeneration(t *testing.T, newCache newCacheFunc) {
 	c, _ := newCache(t, Options{})
 	owner := fillPins(t, c, 80, 1)[0] // a pin owns lists too (its likers)
-	field, other := PageField(model.PinLikers, 26, true), PageField(model.PinLikers, 26, false)
+	field, other := PageField(model.PinLikers, 26, true, 0, 0), PageField(model.PinLikers, 26, false, 0, 0)
 	r := readPage(t, c, owner, field)
 	if r.Page != nil || r.Gen == "" || !r.ObjectHit {
 		t.Fatalf("first read: %+v", r)
@@ -44,7 +44,7 @@ func testPagesFillUnderTheirGeneration(t *testing.T, newCache newCacheFunc) {
 	if st := c.PageStats(); st.Hits.Load() != 2 || st.Misses.Load() != 1 {
 		t.Fatalf("%d hits, %d misses; want 2 and 1", st.Hits.Load(), st.Misses.Load())
 	}
-	stale := readPage(t, c, owner, PageField(model.PinLikers, 51, true)) // a miss: its generation
+	stale := readPage(t, c, owner, PageField(model.PinLikers, 51, true, 0, 0)) // a miss: its generation
 	if err := c.Invalidate(ctx, owner); err != nil {
 		t.Fatal(err)
 	}
