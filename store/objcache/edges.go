@@ -201,10 +201,11 @@ type edgeReq struct {
 	from    uint64
 	m       model.Mapping
 	tos     []uint64
-	objects bool               // read the entries of tos as well
-	page    string             // instead of edges, this page field (pages.go)
-	mget    *redis.SliceCmd    // the entries (from's, then tos'), on one node
-	gets    []*redis.StringCmd // the same on a Redis Cluster, one GET each
+	objects bool            // read the entries of tos as well
+	page    string          // instead of edges, this page field (pages.go)
+	mget    *redis.SliceCmd // the batch's entries on one node: r's (from's, then tos') from at
+	at      int
+	gets    []*redis.StringCmd // r's entries on a Redis Cluster, one GET each
 	vals    *redis.SliceCmd
 	out     EdgeRead
 	err     error
@@ -221,12 +222,25 @@ func (r *edgeReq) size() int {
 }
 
 // readEdges is the run of the edge reads' coalescer: one pipeline for the
-// whole batch.
+// whole batch, whose entries are read with one MGET on one node.
 func (c *Cache) readEdges(ctx context.Context, batch []*edgeReq) {
 	pipe := c.client.Pipeline()
-	_, cluster := c.client.(*redis.ClusterClient)
-	for _, r := range batch {
-		r.queue(ctx, c, pipe, cluster)
+	if _, cluster := c.client.(*redis.ClusterClient); cluster {
+		for _, r := range batch {
+			r.gets = r.get(ctx, c, pipe)
+			r.queue(ctx, c, pipe)
+		}
+	} else {
+		var keys []string
+		for _, r := range batch {
+			r.at = len(keys)
+			keys = r.keys(c, keys)
+		}
+		mget := pipe.MGet(ctx, keys...)
+		for _, r := range batch {
+			r.mget = mget
+			r.queue(ctx, c, pipe)
+		}
 	}
 	_, err := pipe.Exec(ctx)
 	if err != nil && errors.Is(err, redis.Nil) {
@@ -240,23 +254,31 @@ func (c *Cache) readEdges(ctx context.Context, batch []*edgeReq) {
 	}
 }
 
-// queue adds r's commands to pipe: the entries (one MGET, or a GET each on
-// a cluster, whose keys live on several nodes) and the hash's fields.
-func (r *edgeReq) queue(ctx context.Context, c *Cache, pipe redis.Pipeliner, cluster bool) {
-	keys := []string{c.key(r.from)}
+// keys appends the keys of the entries r reads: from's, then, with
+// objects, those of tos.
+func (r *edgeReq) keys(c *Cache, keys []string) []string {
+	keys = append(keys, c.key(r.from))
 	if r.objects {
 		for _, to := range r.tos {
 			keys = append(keys, c.key(to))
 		}
 	}
-	if cluster {
-		r.gets = make([]*redis.StringCmd, len(keys))
-		for i, k := range keys {
-			r.gets[i] = pipe.Get(ctx, k)
-		}
-	} else {
-		r.mget = pipe.MGet(ctx, keys...)
+	return keys
+}
+
+// get queues a GET of each of r's entries: on a Redis Cluster their keys
+// live on several nodes.
+func (r *edgeReq) get(ctx context.Context, c *Cache, pipe redis.Pipeliner) []*redis.StringCmd {
+	keys := r.keys(c, nil)
+	gets := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		gets[i] = pipe.Get(ctx, k)
 	}
+	return gets
+}
+
+// queue adds the read of r's hash fields to pipe.
+func (r *edgeReq) queue(ctx context.Context, c *Cache, pipe redis.Pipeliner) {
 	if r.page != "" {
 		r.vals = pipe.HMGet(ctx, c.edgeKey(r.from), edgeGen, r.page)
 		return
@@ -277,7 +299,7 @@ func (r *edgeReq) entry(i int) []byte {
 		b, _ := r.gets[i].Bytes()
 		return b
 	}
-	if s, ok := r.mget.Val()[i].(string); ok {
+	if s, ok := r.mget.Val()[r.at+i].(string); ok {
 		return []byte(s)
 	}
 	return nil
@@ -289,7 +311,7 @@ func (r *edgeReq) parse() error {
 	if r.objects {
 		n += len(r.tos)
 	}
-	if r.mget != nil && len(r.mget.Val()) != n {
+	if r.mget != nil && len(r.mget.Val()) < r.at+n {
 		return errors.New("objcache.ReadEdges: short reply")
 	}
 	r.out.Object, r.out.ObjectHit = decode(r.from, r.entry(0))
