@@ -173,8 +173,15 @@ func testCoalescedEdgeReadsAnswerEachCaller(t *testing.T, newCache newCacheFunc)
 	c, client := newCache(t, Options{})
 	const users, pins = 8, 12
 	var tos []uint64
+	var objs []model.Object
 	for p := range pins {
-		tos = append(tos, pin(uint64(p+1), 1, 0).ID)
+		o := pin(uint64(p+1), int64(p+1), 0) // version p+1: each caller must get its own entries
+		tos, objs = append(tos, o.ID), append(objs, o)
+	}
+	if _, leases, err := c.Get(ctx, tos); err != nil || len(leases) != pins {
+		t.Fatalf("leases %d of %d: %v", len(leases), pins, err)
+	} else {
+		c.Fill(ctx, objs, leases)
 	}
 	likes := func(u, p int) bool { return (p+1)%(u+1) == 0 }
 	for u := range users {
@@ -192,12 +199,24 @@ func testCoalescedEdgeReadsAnswerEachCaller(t *testing.T, newCache newCacheFunc)
 		wg.Go(func() {
 			for k := range 20 {
 				u := (g + k) % users
-				r, err := c.ReadEdges(ctx, user(uint64(u+1)), model.UserLikes, tos, false)
+				objects := k%2 == 0 // and the pins' entries, read with the batch's others
+				r, err := c.ReadEdges(ctx, user(uint64(u+1)), model.UserLikes, tos[u%3:], objects)
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				for p, f := range r.Found {
+				for i, o := range r.Objects {
+					if o.ID != tos[u%3+i] || o.Version != int64(u%3+i+1) {
+						t.Errorf("caller %d, user %d: entry %d is %d version %d, want %d version %d", g, u, i, o.ID, o.Version, tos[u%3+i], u%3+i+1)
+						return
+					}
+				}
+				if objects && len(r.Objects) != pins-u%3 {
+					t.Errorf("caller %d: %d entries, want %d", g, len(r.Objects), pins-u%3)
+					return
+				}
+				for i, f := range r.Found {
+					p := u%3 + i
 					if want := likes(u, p); f != EdgeAbsent && f != EdgePresent || (f == EdgePresent) != want {
 						t.Errorf("caller %d, user %d, pin %d: %q, want liked=%v", g, u, p, f, want)
 						return
