@@ -108,13 +108,17 @@ var (
 )
 
 // queueMarks queues the cache_outbox rows of the objects recorded as
-// changed and not marked yet, when t marks them (MarkCached).
+// changed and not marked yet, when t marks them (MarkCached). The rows go
+// in ascending id order, the order of the table's key, which is also the
+// order in which the batched delete of taken marks (UnmarkCached) locks
+// them: two transactions marking the same objects, or a mark and that
+// delete, then wait for each other instead of deadlocking.
 func (t *Tx) queueMarks() {
 	m := t.marks
 	if m == nil || m.marked == len(t.touched) {
 		return
 	}
-	ids, at := t.touched[m.marked:], Now()
+	ids, at := slices.Sorted(slices.Values(t.touched[m.marked:])), Now()
 	m.marked = len(t.touched)
 	if t.queued.Len() > 0 {
 		t.queued.WriteString("; ")

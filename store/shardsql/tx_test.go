@@ -1,0 +1,26 @@
+package shardsql
+
+import (
+	"slices"
+	"testing"
+)
+
+// A transaction's cache_outbox rows go in ascending id order, whatever the
+// order its statements changed the objects in: the key's order, so that
+// transactions marking the same objects, and the batched delete of taken
+// marks, lock their rows in one order.
+func TestMarksInKeyOrder(t *testing.T) {
+	tx := &Tx{touched: []uint64{30, 10, 20}}
+	tx.MarkCached(DB{N: 1, Name: "db00001"}, 7)
+	tx.queueMarks()
+	var ids []uint64
+	for i := 0; i < len(tx.queuedArgs); i += 3 {
+		ids = append(ids, tx.queuedArgs[i].(uint64))
+	}
+	if !slices.Equal(ids, []uint64{10, 20, 30}) {
+		t.Fatalf("marks queued for %v, want 10, 20, 30", ids)
+	}
+	if !slices.Equal(tx.Touched(), []uint64{30, 10, 20}) {
+		t.Fatalf("touched became %v", tx.Touched())
+	}
+}
