@@ -116,8 +116,12 @@ func adopt(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, t
 
 // lastPlace is the sequence that puts a new entry last on from's list m,
 // whose order its owner sets, and marks the list so: its sequences are
-// places, not times, which since and until refuse.
+// places, not times, which since and until refuse. It takes the list's
+// order lock first, as a move does, so the two queue on it.
 func lastPlace(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, m model.Mapping, from uint64) (int64, error) {
+	if err := shardsql.LockHandOrder(ctx, tx, sh.DB, m, from); err != nil {
+		return 0, err
+	}
 	seq, ok, err := shardsql.LowestSequence(ctx, tx, sh.DB, m, from)
 	if err != nil {
 		return 0, err
@@ -125,5 +129,5 @@ func lastPlace(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, m model.
 	if ok {
 		seq--
 	}
-	return seq, shardsql.MarkHandOrdered(ctx, tx, sh.DB, m, from)
+	return seq, nil
 }

@@ -243,9 +243,14 @@ func (s *Lists) Move(ctx context.Context, m model.Mapping, from, item, before, a
 			return err
 		}
 	}
-	return s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
-		// Lock both rows in one statement, in key order, so concurrent
-		// moves on one list queue instead of deadlocking.
+	// Concurrent moves on one list queue on its order's lock; a move that
+	// still meets a deadlock (with a create or a delete on the list) was
+	// rolled back whole and runs again.
+	return s.inRetryTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+		if err := shardsql.LockHandOrder(ctx, tx, sh.DB, m, from); err != nil {
+			return err
+		}
+		// Lock both rows in one statement, in key order.
 		locked, err := shardsql.LockEntries(ctx, tx, sh.DB, m, from, item, anchor)
 		if err != nil {
 			return err
@@ -285,9 +290,6 @@ func (s *Lists) Move(ctx context.Context, m model.Mapping, from, item, before, a
 				return err
 			}
 			seq = lo.Sequence - 1
-		}
-		if err := shardsql.MarkHandOrdered(ctx, tx, sh.DB, m, from); err != nil {
-			return err
 		}
 		return shardsql.SetSequence(ctx, tx, sh.DB, m, from, item, seq)
 	})

@@ -258,6 +258,83 @@ func TestMove(t *testing.T) {
 	}
 }
 
+// Owners (or a team of editors) reordering one board's pins, or its
+// sections, at once while new ones are added each get their move done:
+// none is refused as a conflict to retry, and the list keeps every entry
+// once.
+func TestConcurrentMoves(t *testing.T) {
+	s, _ := openTest(t)
+	b := mustBoard(t, s, mustUser(t, s, "reorderer"))
+	t.Run("pins", func(t *testing.T) {
+		concurrentMoves(t, s, model.BoardPins, b, func() (model.Object, error) {
+			return s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(b), Link: "https://example.com/x"}, 0)
+		})
+	})
+	t.Run("sections", func(t *testing.T) {
+		concurrentMoves(t, s, model.BoardSections, b, func() (model.Object, error) {
+			return s.Create(ctx, idcodec.TypeSection, &model.SectionDoc{BoardID: model.ID(b), Name: "s"}, 0)
+		})
+	})
+}
+
+// concurrentMoves makes 12 entries on from's list m with add, then moves
+// them with six editors while one more adds 30 entries.
+func concurrentMoves(t *testing.T, s *Store, m model.Mapping, from uint64, add func() (model.Object, error)) {
+	var items []uint64
+	for range 12 {
+		o, err := add()
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, o.ID)
+	}
+	const editors, moves = 6, 30
+	var wg sync.WaitGroup
+	errs := make(chan error, editors*moves+moves)
+	var added []uint64
+	wg.Go(func() {
+		for range moves {
+			o, err := add()
+			if err != nil {
+				errs <- fmt.Errorf("add: %w", err)
+				continue
+			}
+			added = append(added, o.ID)
+		}
+	})
+	for e := range editors {
+		wg.Go(func() {
+			for i := range moves {
+				item := items[(e*7+i*5)%len(items)]
+				anchor := items[(e*3+i*11+1)%len(items)]
+				if anchor == item {
+					anchor = items[(slices.Index(items, item)+1)%len(items)]
+				}
+				before, after := anchor, uint64(0)
+				if i%2 == 1 {
+					before, after = 0, anchor
+				}
+				if err := s.Move(ctx, m, from, item, before, after); err != nil {
+					errs <- fmt.Errorf("editor %d, move %d: %w", e, i, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	items = append(items, added...)
+	got := all(t, s, m, from, 100, true)
+	if !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(items))) {
+		t.Fatalf("%s after the moves holds %v, want each of %v once", m, got, items)
+	}
+	if n := count(t, s, m, from); n != int64(len(items)) {
+		t.Fatalf("count %d after the moves, want %d", n, len(items))
+	}
+}
+
 func TestUpdateVersion(t *testing.T) {
 	s, _ := openTest(t)
 	u := mustUser(t, s, "editor")

@@ -31,7 +31,7 @@ var (
 	setSequence   = perMapping("UPDATE {db}.{table} SET sequence = ? WHERE from_id = ? AND to_id = ?")
 	scanPairs     = perListTable("SELECT from_id, to_id, sequence FROM {db}.{table} WHERE from_id > ? OR (from_id = ? AND to_id > ?) ORDER BY from_id, to_id LIMIT ?")
 	existingPairs = perMapping("SELECT from_id, to_id FROM {db}.{table} WHERE (from_id, to_id) IN (")
-	markHandOrder = declare("INSERT IGNORE INTO {db}.hand_ordered (from_id, mapping) VALUES (?, ?)")
+	lockHandOrder = declare("INSERT INTO {db}.hand_ordered (from_id, mapping) VALUES (?, ?) ON DUPLICATE KEY UPDATE mapping = mapping")
 	handOrdered   = declare("SELECT 1 FROM {db}.hand_ordered WHERE from_id = ? AND mapping = ?")
 	page          = perListTable("SELECT e.to_id, e.sequence FROM {db}.{table} e WHERE e.from_id = ?")
 	pageObjects   = perMappingObjects()
@@ -444,9 +444,13 @@ func ExistingPairs(ctx context.Context, q sqlx.QueryerContext, db DB, m model.Ma
 // hand_ordered records the lists whose order was chosen by hand (a
 // board whose pins were moved): their sequences are no longer times.
 
-// MarkHandOrdered records that from's list m is ordered by hand.
-func MarkHandOrdered(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mapping, from uint64) error {
-	_, err := x.ExecContext(ctx, db.sql(markHandOrder), from, uint8(m))
+// LockHandOrder records that from's list m is ordered by hand, and holds
+// the record's lock (exclusive) until the transaction ends: moves on one
+// list (and creates placed by hand on it) take it first and so run one
+// after another, instead of locking each other's rows and gaps in
+// crossing orders.
+func LockHandOrder(ctx context.Context, x sqlx.ExecerContext, db DB, m model.Mapping, from uint64) error {
+	_, err := x.ExecContext(ctx, db.sql(lockHandOrder), from, uint8(m))
 	return err
 }
 
