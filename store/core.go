@@ -72,6 +72,7 @@ func (s *core) openCache(ctx context.Context) {
 			Logger:     s.log,
 			Registerer: s.cfg.Registerer,
 			EdgeOwners: edgeOwner,
+			HashSize:   edgeHashSize(s.cfg.ObjectCache),
 		}), s.cfg.Registerer)
 	}
 	c, cancel := context.WithTimeout(ctx, time.Second)

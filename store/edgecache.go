@@ -45,8 +45,10 @@ import (
 const DefaultWholeList = 512
 
 // wholeList is the longest list the edge cache holds whole; 0 for none.
-func (s *Lists) wholeList() int {
-	switch n := s.cfg.ObjectCache.WholeList; {
+func (s *Lists) wholeList() int { return wholeListOf(s.cfg.ObjectCache) }
+
+func wholeListOf(cfg ObjectCacheConfig) int {
+	switch n := cfg.WholeList; {
 	case n < 0:
 		return 0
 	case n == 0:
@@ -54,6 +56,25 @@ func (s *Lists) wholeList() int {
 	default:
 		return n
 	}
+}
+
+// edgeHashSize is the size of an owner's hash of edges and pages
+// (objcache.Options.HashSize): the one configured, or when lists are held
+// whole beyond it, room for all of a user's edge-cached lists held whole
+// taking at most half of it (an edge's field and value are at most 25
+// bytes).
+func edgeHashSize(cfg ObjectCacheConfig) int {
+	edgeLists := 0
+	for _, m := range model.Mappings() {
+		if edgeCached(m) && m.From() == idcodec.TypeUser {
+			edgeLists++
+		}
+	}
+	size := cfg.HashSize
+	if size <= 0 {
+		size = objcache.DefaultHashSize
+	}
+	return max(size, 2*edgeLists*25*wholeListOf(cfg))
 }
 
 // edgeCached reports whether HasMany answers m from the edge cache: the

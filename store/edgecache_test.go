@@ -220,6 +220,34 @@ func TestEdgeCacheHitSendsNoStatement(t *testing.T) {
 	}
 }
 
+// A user's likes held whole answer a check of any pin from the cache,
+// however small the owners' hashes are configured: their size grows to
+// fit the lists held whole.
+func TestListsHeldWholeFitTheirHash(t *testing.T) {
+	const likes = 120 // about 2.4 KB of edges
+	s, _ := openTestWith(t, func(c *Config) { c.ObjectCache.WholeList, c.ObjectCache.HashSize = likes, 1<<10 })
+	u, owner := mustUser(t, s, "u"), mustUser(t, s, "owner")
+	board := mustBoard(t, s, owner)
+	for range likes {
+		if err := s.AddMapping(ctx, model.UserLikes, u, mustPin(t, s, board)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notLiked := []uint64{mustPin(t, s, board), mustPin(t, s, board)}
+	if got, err := s.HasMany(ctx, model.UserLikes, u, notLiked[:1]); err != nil || got[0] {
+		t.Fatalf("liked = %v (%v), want false", got, err)
+	}
+	jobs, st := edgeJobs(s), s.objects.cache.EdgeStats()
+	hits := st.Hits.Load()
+	if got, err := s.HasMany(ctx, model.UserLikes, u, notLiked[1:]); err != nil || got[0] {
+		t.Fatalf("liked = %v (%v), want false", got, err)
+	}
+	if edgeJobs(s) != jobs || st.Hits.Load() != hits+1 {
+		t.Fatalf("a pin outside a list held whole: %v statements, %d hits; the whole list was not cached (%d fills left out)",
+			edgeJobs(s)-jobs, st.Hits.Load()-hits, st.Full.Load())
+	}
+}
+
 // With Redis unreachable, checks read MySQL and answer right; while a
 // write's invalidation is pending, this server's checks of its user skip
 // the cache, whose entry is still the old one.

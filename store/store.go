@@ -136,6 +136,10 @@ type ObjectCacheConfig struct {
 	// edge cache holds whole (edgecache.go); 0 means DefaultWholeList, and
 	// a negative value holds none whole (entries cached one by one).
 	WholeList int
+	// HashSize bounds the bytes fills write into one owner's hash of edges
+	// and pages; 0 means objcache.DefaultHashSize. It is raised to hold a
+	// user's lists whole (WholeList) in half of it.
+	HashSize int
 }
 
 // defaultFeedBackfill is how many of a followee's newest pins a follow

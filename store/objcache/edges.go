@@ -21,8 +21,9 @@ import (
 // object (edgeKey): the field "<mapping>:<to id>" holds "1" or "0", the
 // field "<mapping>:*" says whether the hash holds the whole list ("1":
 // every entry missing from the hash is absent from the list; "0": the list
-// is too long to hold whole), and the field "_g" holds the hash's
-// generation, a random token.
+// is too long to hold whole), the field "_g" holds the hash's
+// generation, a random token, and "_n" the bytes fills wrote into it,
+// which Options.HashSize bounds (fillHash).
 //
 // The hash is the object's: Invalidate deletes it with the object's entry.
 // That is what keeps it exact, by construction rather than by each write
@@ -345,13 +346,22 @@ func (r *edgeReq) parse() error {
 	return nil
 }
 
-// fillEdges sets the fields ARGV[2..] (name, value pairs) of the hash
-// KEYS[1] if its generation is still ARGV[1].
-var fillEdges = redis.NewScript(`if redis.call('HGET', KEYS[1], '_g') == ARGV[1] then
-  redis.call('HSET', KEYS[1], unpack(ARGV, 2))
-  return 1
+// fillEdges sets the fields ARGV[3..] (name, value pairs) of the hash
+// KEYS[1] if its generation is still ARGV[1] and the bytes written into
+// it so far (its field "_n") stay within ARGV[2]: 1 when set, 0 when the
+// generation is another, -1 when the hash is at its size.
+var fillEdges = redis.NewScript(`if redis.call('HGET', KEYS[1], '_g') ~= ARGV[1] then
+  return 0
 end
-return 0`)
+local n = 0
+for i = 3, #ARGV do
+  n = n + #ARGV[i]
+end
+if redis.call('HINCRBY', KEYS[1], '_n', n) > tonumber(ARGV[2]) then
+  return -1
+end
+redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+return 1`)
 
 // FillEdges caches, under generation gen (from ReadEdges), whether from's
 // list m holds each of tos (has, in the same order), as read from MySQL
@@ -363,7 +373,7 @@ func (c *Cache) FillEdges(ctx context.Context, from uint64, m model.Mapping, gen
 	if gen == "" || len(tos) == 0 && whole == EdgeUnknown {
 		return
 	}
-	args := make([]any, 1, 3+2*len(tos))
+	args := make([]any, 2, 4+2*len(tos))
 	args[0] = string(gen)
 	if whole != EdgeUnknown {
 		args = append(args, wholeField(m), string(whole))
@@ -379,10 +389,19 @@ func (c *Cache) FillEdges(ctx context.Context, from uint64, m model.Mapping, gen
 	c.fillHash(ctx, from, args, c.edges.refused, &c.edges.stats)
 }
 
-// fillHash sets fields of from's hash, args being the generation and then
-// (name, value) pairs, if the hash's generation is still the one given;
-// a refusal is counted in refused and stats, an error in the cache's.
+// fillHash sets fields of from's hash, args being the generation, a
+// place for the hash's size and then (name, value) pairs, if the hash's
+// generation is still the one given and the fill keeps the hash within
+// its size. A refusal is counted in refused and stats, a fill left out
+// for the size in the cache's full and stats, an error in the cache's.
+//
+// The size bounds what one owner's readers can make Redis hold until the
+// owner next changes or its hash expires: a reader who scrolls a long
+// list to its end fills a page field per page, and one who checks a user's
+// likes against many pins an edge field per pin. Once it is reached the
+// hash answers with what it holds and the rest is read from MySQL.
 func (c *Cache) fillHash(ctx context.Context, from uint64, args []any, refused prometheus.Counter, stats *Stats) {
+	args[1] = c.hashSize
 	n, err := fillEdges.Run(c.roundTrip(ctx), c.client, []string{c.edgeKey(from)}, args...).Int()
 	switch {
 	case err != nil:
@@ -390,6 +409,9 @@ func (c *Cache) fillHash(ctx context.Context, from uint64, args []any, refused p
 	case n == 0:
 		refused.Inc()
 		stats.Refused.Add(1)
+	case n < 0:
+		c.full.Inc()
+		stats.Full.Add(1)
 	}
 }
 

@@ -58,6 +58,7 @@ const (
 	DefaultTTL      = 10 * time.Minute
 	DefaultLeaseTTL = 2 * time.Second
 	DefaultTimeout  = 200 * time.Millisecond
+	DefaultHashSize = 64 << 10
 )
 
 // Options configure a Cache. The zero value is usable.
@@ -71,6 +72,9 @@ type Options struct {
 	// EdgeOwners reports whether an object may have an edge hash (edges.go)
 	// that its invalidation must drop too; nil: every object may.
 	EdgeOwners func(id uint64) bool
+	// HashSize bounds the bytes that fills write into one object's hash
+	// of edges and pages (edges.go); default DefaultHashSize.
+	HashSize int
 }
 
 // Cache is the object cache. It is safe for concurrent use.
@@ -78,20 +82,22 @@ type Cache struct {
 	client              redis.UniversalClient
 	prefix              string
 	ttl, leaseTTL, wait time.Duration
+	hashSize            int
 	log                 *slog.Logger
 
-	hits, misses, refused, errs prometheus.Counter
-	stats                       Stats
-	reads                       *reader
-	edges                       edgeCounters // edges.go
-	pages                       pageCounters // pages.go
-	edgeOwners                  func(id uint64) bool
+	hits, misses, refused, errs, full prometheus.Counter
+	stats                             Stats
+	reads                             *reader
+	edges                             edgeCounters // edges.go
+	pages                             pageCounters // pages.go
+	edgeOwners                        func(id uint64) bool
 }
 
 // Stats are a Cache's counters, for tests and reports (the same figures
 // go to Prometheus).
 type Stats struct {
 	Hits, Misses, Refused atomic.Int64
+	Full                  atomic.Int64 // fills left out of a hash at its size (edges and pages)
 }
 
 // Stats returns the cache's counters.
@@ -99,7 +105,8 @@ func (c *Cache) Stats() *Stats { return &c.stats }
 
 // New returns a Cache on client. It does not contact Redis.
 func New(client redis.UniversalClient, opts Options) *Cache {
-	c := &Cache{client: client, prefix: opts.Prefix, ttl: opts.TTL, leaseTTL: opts.LeaseTTL, wait: opts.Timeout, log: opts.Logger, edgeOwners: opts.EdgeOwners}
+	c := &Cache{client: client, prefix: opts.Prefix, ttl: opts.TTL, leaseTTL: opts.LeaseTTL, wait: opts.Timeout, hashSize: opts.HashSize,
+		log: opts.Logger, edgeOwners: opts.EdgeOwners}
 	if c.prefix == "" {
 		c.prefix = DefaultPrefix
 	}
@@ -112,6 +119,9 @@ func New(client redis.UniversalClient, opts Options) *Cache {
 	if c.wait <= 0 {
 		c.wait = DefaultTimeout
 	}
+	if c.hashSize <= 0 {
+		c.hashSize = DefaultHashSize
+	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -123,6 +133,7 @@ func New(client redis.UniversalClient, opts Options) *Cache {
 	c.misses = counter("pinstore_object_cache_misses_total", "Objects not in the object cache (read from MySQL).")
 	c.refused = counter("pinstore_object_cache_fills_refused_total", "Fills refused because a write invalidated the entry after the reader missed: the reader's copy may have been stale.")
 	c.errs = counter("pinstore_object_cache_errors_total", "Object cache round trips that failed or timed out.")
+	c.full = counter("pinstore_object_cache_hash_full_total", "Edge and page fills left out because the owner's hash already holds its size (Options.HashSize bytes of fills).")
 	c.edges = newEdgeCounters(c, counter)
 	c.pages = pageCounters{
 		hits:    counter("pinstore_page_cache_hits_total", "Pages of lists (first pages, and pages after a cursor) read from the Redis cache."),

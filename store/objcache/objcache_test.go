@@ -47,6 +47,7 @@ var protocol = []struct {
 	{"EdgesGoWithTheirObject", testEdgesGoWithTheirObject},
 	{"EdgesReadTheObjectsChecked", testEdgesReadTheObjectsChecked},
 	{"PagesFillUnderTheirGeneration", testPagesFillUnderTheirGeneration}, // pages_test.go
+	{"HashesHoldAtMostTheirSize", testHashesHoldAtMostTheirSize},         // pages_test.go
 	{"CoalescedEdgeReadsAnswerEachCaller", testCoalescedEdgeReadsAnswerEachCaller},
 }
 

@@ -60,6 +60,57 @@ func testPagesFillUnderTheirGeneration(t *testing.T, newCache newCacheFunc) {
 	}
 }
 
+// A reader scrolling a long list fills a page field per page: once the
+// owner's hash holds its size, further fills are left out (counted) and
+// read from MySQL, while the pages it holds keep answering, until the
+// owner's invalidation empties it.
+func testHashesHoldAtMostTheirSize(t *testing.T, newCache newCacheFunc) {
+	const size = 4 << 10
+	c, client := newCache(t, Options{HashSize: size})
+	owner := fillPins(t, c, 90, 1)[0]
+	var page []model.Entry
+	for i := range 25 {
+		page = append(page, model.Entry{To: user(uint64(i + 1)), Sequence: int64(100 - i)})
+	}
+	value := EncodePage(-1, page) // 409 bytes
+	fields := make([]string, 30)
+	for i := range fields {
+		fields[i] = PageField(model.PinLikers, 25, true, int64(1000-25*i), user(uint64(25*i+1)))
+		r := readPage(t, c, owner, fields[i])
+		if r.Page != nil {
+			t.Fatalf("page %d read before it was filled", i)
+		}
+		c.FillPage(ctx, owner, r.Gen, fields[i], value)
+	}
+	held := 0
+	for i, f := range fields {
+		if r := readPage(t, c, owner, f); r.Page != nil {
+			if held != i {
+				t.Fatalf("page %d held after page %d was left out", i, held)
+			}
+			held++
+		}
+	}
+	if per := len(fields[len(fields)-1]) + len(value); held == 0 || held*per > size || (held+1)*per <= size {
+		t.Fatalf("%d pages of %d bytes held in a hash of %d bytes", held, per, size)
+	}
+	if full := c.PageStats().Full.Load(); full != int64(len(fields)-held) {
+		t.Fatalf("%d fills counted as left out, want %d", full, len(fields)-held)
+	}
+	if n, err := client.HLen(ctx, c.edgeKey(owner)).Result(); err != nil || n != int64(held+2) {
+		t.Fatalf("the hash has %d fields (%v), want %d pages, its generation and its size", n, err, held)
+	}
+	if err := c.Invalidate(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	last := fields[len(fields)-1]
+	r := readPage(t, c, owner, last)
+	c.FillPage(ctx, owner, r.Gen, last, value)
+	if r := readPage(t, c, owner, last); r.Page == nil {
+		t.Fatal("after its owner's invalidation, the hash still refused a page")
+	}
+}
+
 func TestDecodePageRefusesWhatEncodePageDidNotWrite(t *testing.T) {
 	for _, b := range [][]byte{nil, {}, []byte("P12345678123"), []byte("Q0000000000000000")} {
 		if _, _, err := DecodePage(b); err == nil {
