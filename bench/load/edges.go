@@ -69,9 +69,17 @@ type edgeCheck struct {
 
 // pick draws one of the four checks, half of the single ones for an edge
 // that exists; the contains forms ask for 10 ids, about half held.
-func (e *edgeSet) pick(p picks, w *worker) edgeCheck {
+func (e *edgeSet) pick(p picks, w *worker) edgeCheck { return e.pickOf(p, w, 4) }
+
+// pickOne picks one of the checks of a single id: like-check or
+// follow-check.
+func (e *edgeSet) pickOne(p picks, w *worker) edgeCheck { return e.pickOf(p, w, 2) }
+
+// pickOf picks one of the first n of like-check, follow-check,
+// likes-contains and follows-contains, alike.
+func (e *edgeSet) pickOf(p picks, w *worker, n int) edgeCheck {
 	st := p.st
-	switch w.rng.IntN(4) {
+	switch w.rng.IntN(n) {
 	case 0:
 		i := w.rng.IntN(likers)
 		pin := e.likes[i][w.rng.IntN(edgeLikes)]

@@ -50,7 +50,7 @@ type config struct {
 }
 
 var allScenarios = []string{"get-pin", "get-pin-bare", "create-pin", "board-page-d0", "board-page-d10k-cursor", "board-page-d10k-offset", "feed-200", "owners-1000", "linkbench",
-	"board-page-viewer", "feed-viewer", "like-one-pin", "like-many-pins", "edge-check", "tao-mix"}
+	"board-page-viewer", "feed-viewer", "like-one-pin", "like-many-pins", "edge-check", "edge-check-one", "tao-mix"}
 
 func main() {
 	var c config

@@ -259,24 +259,29 @@ func buildScenario(name string, c config, st *State, a *apiClient, base *baselin
 				return name, base.owners(ctx, batches[w.rng.IntN(len(batches))])
 			}
 		}
-	case "edge-check", "tao-mix":
+	case "edge-check", "edge-check-one", "tao-mix":
 		e, err := newEdgeSet(context.Background(), st, a)
 		if err != nil {
 			return sc, err
 		}
-		if name == "edge-check" {
+		if name != "tao-mix" {
 			sc.note = "GET /v1/users/{id}/likes/{pin}, …/following/{user}, and their contains?ids= forms (10 ids), a quarter each, half of the single ones held"
+			pick := e.pick
+			if name == "edge-check-one" {
+				sc.note = "GET /v1/users/{id}/likes/{pin} and …/following/{user}, half each, half of them held: edge-check's checks of one id"
+				pick = e.pickOne
+			}
 			sc.api = func(ctx context.Context, w *worker) (string, error) {
-				c := e.pick(p, w)
+				c := pick(p, w)
 				return c.op, apiEdge(ctx, a, c)
 			}
 			if base != nil {
 				sc.base = func(ctx context.Context, w *worker) (string, error) {
-					c := e.pick(p, w)
+					c := pick(p, w)
 					return c.op, base.edge(ctx, c)
 				}
 				sc.limit = func(ctx context.Context, w *worker) (string, error) {
-					c := e.pick(p, w)
+					c := pick(p, w)
 					return c.op, base.edgeLimit(ctx, c)
 				}
 			}
