@@ -1,9 +1,9 @@
 package api
 
 import (
-	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/pinstore/pinstore/model"
 )
@@ -82,13 +82,12 @@ func StatusOf(code string) int {
 // problemFor builds the problem document for err, as seen by r. The detail
 // is model.ErrorMessage(err): client-safe, never SQL, a DSN or a stack.
 func problemFor(r *http.Request, err error) (Problem, string) {
-	code := model.ErrorCode(err)
+	code, detail := model.ErrorCodeAndMessage(err)
 	s, ok := errorStatus[code]
 	if !ok {
 		code = model.EInternal
 		s = errorStatus[code]
 	}
-	detail := model.ErrorMessage(err)
 	return Problem{
 		Type:      ProblemType(code),
 		Title:     s.title,
@@ -126,7 +125,35 @@ func writeProblem(w http.ResponseWriter, p Problem) {
 	h.Del("ETag")
 	h.Del("Location")
 	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p)
+	n := 96 + len(p.Type) + len(p.Title) + len(p.Detail) + len(p.Code) + len(p.Instance) + len(p.RequestID)
+	_, _ = w.Write(p.appendJSON(make([]byte, 0, n)))
+}
+
+// appendJSON appends p as encoding/json writes it (its fields in order,
+// the empty optional ones left out) and a newline, without reflection:
+// a 404 is the answer to every check of an edge that is not there.
+func (p Problem) appendJSON(b []byte) []byte {
+	b = append(b, `{"type":`...)
+	b = appendJSONString(b, p.Type)
+	b = append(b, `,"title":`...)
+	b = appendJSONString(b, p.Title)
+	b = append(b, `,"status":`...)
+	b = strconv.AppendInt(b, int64(p.Status), 10)
+	if p.Detail != "" {
+		b = append(b, `,"detail":`...)
+		b = appendJSONString(b, p.Detail)
+	}
+	b = append(b, `,"code":`...)
+	b = appendJSONString(b, p.Code)
+	if p.Instance != "" {
+		b = append(b, `,"instance":`...)
+		b = appendJSONString(b, p.Instance)
+	}
+	if p.RequestID != "" {
+		b = append(b, `,"request_id":`...)
+		b = appendJSONString(b, p.RequestID)
+	}
+	return append(b, "}\n"...)
 }
 
 // errorf returns a client error with the given code and message.

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -139,4 +141,47 @@ func TestProblemTypesAreDocumented(t *testing.T) {
 			t.Errorf("%s: %s\nthe server's codes: %s", what, strings.Join(got, " "), strings.Join(codes, " "))
 		}
 	}
+}
+
+// A problem document written by hand reads back as the Problem it was
+// written from, whatever its strings hold, is encoding/json's bytes when
+// they hold nothing it would escape, and ends with a newline as
+// json.Encoder's did.
+func TestProblemJSON(t *testing.T) {
+	plain := Problem{Type: ProblemType(model.ENotFound), Title: "Not found", Status: 404,
+		Detail: "user 1 does not like pin 2", Code: model.ENotFound, Instance: "/v1/users/1/likes/2", RequestID: "85357085afc0c8b49dcbb342f276c915"}
+	odd := []Problem{
+		plain,
+		{Type: ProblemType(model.EInternal), Title: "Internal error", Status: 500, Code: model.EInternal}, // optional fields empty
+		{Type: "t", Title: "quote \" backslash \\ tab \t nul \x00", Status: 400, Detail: "<b>&</b> é 漢 \u2028 \xff", Code: "c", Instance: "/v1/a b"},
+	}
+	for _, p := range odd {
+		b := p.appendJSON(nil)
+		if !bytes.HasSuffix(b, []byte("}\n")) {
+			t.Errorf("%q: no closing newline", b)
+		}
+		var got Problem
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%q: %v", b, err)
+		}
+		want := p
+		if err := json.Unmarshal(must(json.Marshal(p)), &want); err != nil { // invalid UTF-8 reads back replaced
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%q read back as %+v, want %+v", b, got, want)
+		}
+	}
+	for _, p := range odd[:2] {
+		if b, want := p.appendJSON(nil), append(must(json.Marshal(p)), '\n'); !bytes.Equal(b, want) {
+			t.Errorf("got  %s\nwant %s", b, want)
+		}
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

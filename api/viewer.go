@@ -44,7 +44,8 @@ func (s *Server) hasEdge(m model.Mapping, param string) handlerFunc {
 			return err
 		}
 		if !has[0] {
-			return errorf(model.ENotFound, "user %d does not %s %s %d", from, m.Verb(), m.To(), to)
+			// Built without fmt: half the checks of a viewer's state answer this.
+			return model.Wrap("", model.ENotFound, "user "+strconv.FormatUint(from, 10)+" does not "+m.Verb()+" "+m.To().String()+" "+strconv.FormatUint(to, 10), nil)
 		}
 		w.WriteHeader(http.StatusNoContent)
 		return nil

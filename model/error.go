@@ -88,6 +88,22 @@ func ErrorMessage(err error) string {
 	return "internal error"
 }
 
+// ErrorCodeAndMessage returns ErrorCode(err) and ErrorMessage(err),
+// looking down err's chain once.
+func ErrorCodeAndMessage(err error) (code, message string) {
+	if err == nil {
+		return "", ""
+	}
+	var e *Error
+	if !errors.As(err, &e) {
+		return EInternal, "internal error"
+	}
+	if e.Message == "" {
+		return e.Code, "internal error"
+	}
+	return e.Code, e.Message
+}
+
 // IsCode reports whether err carries the given code.
 func IsCode(err error, code string) bool { return ErrorCode(err) == code }
 
