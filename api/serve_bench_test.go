@@ -37,6 +37,26 @@ func (w *discardWriter) Header() http.Header         { return w.h }
 func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *discardWriter) WriteHeader(int)             {}
 
+// The benchmarks' service token (scope read) and user-token secret.
+const (
+	benchSecret     = "bench-service-token-0123456789abcdef"
+	benchUserSecret = "bench-user-token-secret-0123456789abcdef"
+)
+
+// benchAuthenticator accepts benchSecret and user tokens signed with
+// benchUserSecret, at a rate limit no benchmark reaches.
+func benchAuthenticator(b *testing.B) *auth.Authenticator {
+	tokens, err := auth.ParseServiceTokens([]byte(auth.HashLine("bench", auth.ScopeRead, benchSecret)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	authn, err := auth.New(auth.Config{Service: tokens, UserSecret: []byte(benchUserSecret), Rate: 1e9, Burst: 1e9})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return authn
+}
+
 // BenchmarkServeCachedGet is pinstore's own work for a cached GET
 // /v1/pins/{id} above the store: routing, the middleware (request id,
 // panic recovery, metrics, access log), authentication and the rate limit
@@ -48,16 +68,9 @@ func BenchmarkServeCachedGet(b *testing.B) {
 	at := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
 	st := &benchStore{fakeStore: &fakeStore{}, pin: model.Object{Version: 3, CreatedAt: at, UpdatedAt: at, Counts: []int64{1, 2, 3},
 		Doc: []byte(`{"board_id":"` + idString(board) + `","owner_id":"` + idString(user) + `","link":"https://example.com/p/9","description":"a pin with a description of usual length","image_url":"https://img.example.com/9.jpg","active":true}`)}}
-	const secret = "bench-service-token-0123456789abcdef"
-	tokens, err := auth.ParseServiceTokens([]byte(auth.HashLine("bench", auth.ScopeRead, secret)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	authn, err := auth.New(auth.Config{Service: tokens, UserSecret: []byte("bench-user-token-secret-0123456789abcdef"), Rate: 1e9, Burst: 1e9})
-	if err != nil {
-		b.Fatal(err)
-	}
-	signer, _ := auth.NewSigner([]byte("bench-user-token-secret-0123456789abcdef"))
+	const secret = benchSecret
+	authn := benchAuthenticator(b)
+	signer, _ := auth.NewSigner([]byte(benchUserSecret))
 	userTok, err := signer.Mint(user, time.Now().Add(time.Hour))
 	if err != nil {
 		b.Fatal(err)
@@ -117,15 +130,8 @@ func BenchmarkServeEdgeCheck(b *testing.B) {
 	pin := idcodec.MustEncode(3, idcodec.TypePin, 9)
 	user := idcodec.MustEncode(3, idcodec.TypeUser, 1)
 	at := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
-	const secret = "bench-service-token-0123456789abcdef"
-	tokens, err := auth.ParseServiceTokens([]byte(auth.HashLine("bench", auth.ScopeRead, secret)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	authn, err := auth.New(auth.Config{Service: tokens, UserSecret: []byte("bench-user-token-secret-0123456789abcdef"), Rate: 1e9, Burst: 1e9})
-	if err != nil {
-		b.Fatal(err)
-	}
+	const secret = benchSecret
+	authn := benchAuthenticator(b)
 	for _, c := range []struct {
 		name string
 		held bool
