@@ -348,19 +348,19 @@ func (r *edgeReq) parse() error {
 
 // fillEdges sets the fields ARGV[3..] (name, value pairs) of the hash
 // KEYS[1] if its generation is still ARGV[1] and the bytes written into
-// it so far (its field "_n") stay within ARGV[2]: 1 when set, 0 when the
-// generation is another, -1 when the hash is at its size.
+// it (its field "_n", these included) stay within ARGV[2]: 1 when set, 0
+// when the generation is another, -1 when the fill does not fit.
 var fillEdges = redis.NewScript(`if redis.call('HGET', KEYS[1], '_g') ~= ARGV[1] then
   return 0
 end
-local n = 0
+local n = tonumber(redis.call('HGET', KEYS[1], '_n') or '0')
 for i = 3, #ARGV do
   n = n + #ARGV[i]
 end
-if redis.call('HINCRBY', KEYS[1], '_n', n) > tonumber(ARGV[2]) then
+if n > tonumber(ARGV[2]) then
   return -1
 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+redis.call('HSET', KEYS[1], '_n', n, unpack(ARGV, 3))
 return 1`)
 
 // FillEdges caches, under generation gen (from ReadEdges), whether from's
@@ -386,22 +386,25 @@ func (c *Cache) FillEdges(ctx context.Context, from uint64, m model.Mapping, gen
 		}
 		args = append(args, string(edgeField(buf[:0], m, to)), v)
 	}
-	c.fillHash(ctx, from, args, c.edges.refused, &c.edges.stats)
+	c.fillHash(ctx, from, c.hashSize, args, c.edges.refused, &c.edges.stats)
 }
 
 // fillHash sets fields of from's hash, args being the generation, a
 // place for the hash's size and then (name, value) pairs, if the hash's
-// generation is still the one given and the fill keeps the hash within
-// its size. A refusal is counted in refused and stats, a fill left out
-// for the size in the cache's full and stats, an error in the cache's.
+// generation is still the one given and the fill keeps the bytes filled
+// into the hash within limit. A refusal is counted in refused and stats,
+// a fill left out for the size in the cache's full and stats, an error in
+// the cache's.
 //
-// The size bounds what one owner's readers can make Redis hold until the
-// owner next changes or its hash expires: a reader who scrolls a long
-// list to its end fills a page field per page, and one who checks a user's
-// likes against many pins an edge field per pin. Once it is reached the
-// hash answers with what it holds and the rest is read from MySQL.
-func (c *Cache) fillHash(ctx context.Context, from uint64, args []any, refused prometheus.Counter, stats *Stats) {
-	args[1] = c.hashSize
+// The size (Options.HashSize) bounds what one owner's readers can make
+// Redis hold until the owner next changes or its hash expires: a reader
+// who scrolls a long list to its end fills a page field per page, and one
+// who checks a user's likes against many pins an edge field per pin. Once
+// it is reached the hash answers with what it holds and the rest is read
+// from MySQL. Pages stop at half of it (limit), so that a reader scrolling
+// the owner's lists leaves room for the checks of its edges.
+func (c *Cache) fillHash(ctx context.Context, from uint64, limit int, args []any, refused prometheus.Counter, stats *Stats) {
+	args[1] = limit
 	n, err := fillEdges.Run(c.roundTrip(ctx), c.client, []string{c.edgeKey(from)}, args...).Int()
 	switch {
 	case err != nil:

@@ -61,13 +61,23 @@ func testPagesFillUnderTheirGeneration(t *testing.T, newCache newCacheFunc) {
 }
 
 // A reader scrolling a long list fills a page field per page: once the
-// owner's hash holds its size, further fills are left out (counted) and
-// read from MySQL, while the pages it holds keep answering, until the
-// owner's invalidation empties it.
+// pages fill half of the owner's hash, further page fills are left out
+// (counted) and read from MySQL, while the pages it holds keep answering;
+// the checks of the owner's edges still fill the rest, up to the hash's
+// size; the owner's invalidation empties it.
 func testHashesHoldAtMostTheirSize(t *testing.T, newCache newCacheFunc) {
 	const size = 4 << 10
 	c, client := newCache(t, Options{HashSize: size})
 	owner := fillPins(t, c, 90, 1)[0]
+	key := c.edgeKey(owner)
+	filled := func() int { // the bytes the hash holds, as the fills counted them
+		t.Helper()
+		n, err := client.HGet(ctx, key, "_n").Int()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
 	var page []model.Entry
 	for i := range 25 {
 		page = append(page, model.Entry{To: user(uint64(i + 1)), Sequence: int64(100 - i)})
@@ -91,14 +101,45 @@ func testHashesHoldAtMostTheirSize(t *testing.T, newCache newCacheFunc) {
 			held++
 		}
 	}
-	if per := len(fields[len(fields)-1]) + len(value); held == 0 || held*per > size || (held+1)*per <= size {
-		t.Fatalf("%d pages of %d bytes held in a hash of %d bytes", held, per, size)
+	bytes := 0 // the held pages' fields and values
+	for _, f := range fields[:held] {
+		bytes += len(f) + len(value)
+	}
+	if held == 0 || held == len(fields) || bytes > size/2 || bytes+len(fields[held])+len(value) <= size/2 || filled() != bytes {
+		t.Fatalf("%d pages held in %d bytes (%d counted) of a hash of %d bytes, pages to half of it", held, bytes, filled(), size)
 	}
 	if full := c.PageStats().Full.Load(); full != int64(len(fields)-held) {
-		t.Fatalf("%d fills counted as left out, want %d", full, len(fields)-held)
+		t.Fatalf("%d page fills counted as left out, want %d", full, len(fields)-held)
 	}
-	if n, err := client.HLen(ctx, c.edgeKey(owner)).Result(); err != nil || n != int64(held+2) {
-		t.Fatalf("the hash has %d fields (%v), want %d pages, its generation and its size", n, err, held)
+	// Edges fill the rest, ten at a time, until a fill does not fit.
+	edges := 0
+	for batch := 0; c.EdgeStats().Full.Load() == 0; batch++ {
+		if batch == 100 {
+			t.Fatal("edge fills never stopped")
+		}
+		tos := make([]uint64, 10)
+		for i := range tos {
+			tos[i] = user(uint64(1000 + 10*batch + i))
+		}
+		r, err := c.ReadEdges(ctx, owner, model.PinLikers, tos, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := filled()
+		c.FillEdges(ctx, owner, model.PinLikers, r.Gen, tos, make([]bool, len(tos)), EdgeUnknown)
+		if after := filled(); after > size {
+			t.Fatalf("an edge fill took the hash to %d bytes of %d", after, size)
+		} else if after > before {
+			edges += len(tos)
+		} else if before+10*20 <= size { // the batch's fields are at least 20 bytes each
+			t.Fatalf("an edge fill of about 200 bytes was left out at %d bytes of %d", before, size)
+		}
+	}
+	if edges == 0 {
+		t.Fatal("no edge fitted beside the pages")
+	}
+	if n, err := client.HLen(ctx, key).Result(); err != nil || n != int64(held+edges+2) {
+		t.Fatalf("the hash has %d fields (%v), want %d pages, %d edges, its generation and its size", n, err, held, edges)
 	}
 	if err := c.Invalidate(ctx, owner); err != nil {
 		t.Fatal(err)
