@@ -368,7 +368,8 @@ return 1`)
 // after ReadEdges, and with whole (unless EdgeUnknown) whether tos are
 // the whole list (EdgePresent) or it is too long to cache whole
 // (EdgeAbsent). A write's invalidation since (or the hash's expiry)
-// refuses the fill, which is counted. Failures only cost later misses.
+// refuses the fill, which is counted, and so does a hash at its size
+// (Options.HashSize, fillHash). Failures only cost later misses.
 func (c *Cache) FillEdges(ctx context.Context, from uint64, m model.Mapping, gen Lease, tos []uint64, has []bool, whole byte) {
 	if gen == "" || len(tos) == 0 && whole == EdgeUnknown {
 		return

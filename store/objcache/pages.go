@@ -84,8 +84,9 @@ func (c *Cache) ReadPage(ctx context.Context, from uint64, field string) (EdgeRe
 
 // FillPage caches page, the value of field of from's hash as read from
 // MySQL after ReadPage, under the generation gen ReadPage returned; an
-// invalidation since refuses it (counted). Failures only cost later
-// misses.
+// invalidation since refuses it (counted), and it is left out (counted)
+// when it would take the hash past half of Options.HashSize (fillHash).
+// Failures only cost later misses.
 func (c *Cache) FillPage(ctx context.Context, from uint64, gen Lease, field string, page []byte) {
 	if gen == "" {
 		return
