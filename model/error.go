@@ -65,27 +65,15 @@ func Wrap(op, code, message string, cause error) *Error {
 // ErrorCode returns the code of the first *Error in err's chain, EInternal
 // for any other non-nil error, and "" for nil.
 func ErrorCode(err error) string {
-	if err == nil {
-		return ""
-	}
-	var e *Error
-	if errors.As(err, &e) {
-		return e.Code
-	}
-	return EInternal
+	code, _ := ErrorCodeAndMessage(err)
+	return code
 }
 
 // ErrorMessage returns the client-safe message of the first *Error in err's
 // chain, or a generic text for errors that are not *Error.
 func ErrorMessage(err error) string {
-	var e *Error
-	if errors.As(err, &e) && e.Message != "" {
-		return e.Message
-	}
-	if err == nil {
-		return ""
-	}
-	return "internal error"
+	_, message := ErrorCodeAndMessage(err)
+	return message
 }
 
 // ErrorCodeAndMessage returns ErrorCode(err) and ErrorMessage(err),

@@ -374,8 +374,8 @@ func (c *Cache) FillEdges(ctx context.Context, from uint64, m model.Mapping, gen
 	if gen == "" || len(tos) == 0 && whole == EdgeUnknown {
 		return
 	}
-	args := make([]any, 2, 4+2*len(tos))
-	args[0] = string(gen)
+	args := make([]any, 0, 4+2*len(tos))
+	args = append(args, string(gen), c.hashSize)
 	if whole != EdgeUnknown {
 		args = append(args, wholeField(m), string(whole))
 	}
@@ -387,25 +387,23 @@ func (c *Cache) FillEdges(ctx context.Context, from uint64, m model.Mapping, gen
 		}
 		args = append(args, string(edgeField(buf[:0], m, to)), v)
 	}
-	c.fillHash(ctx, from, c.hashSize, args, c.edges.refused, &c.edges.stats)
+	c.fillHash(ctx, from, args, c.edges.refused, &c.edges.stats)
 }
 
-// fillHash sets fields of from's hash, args being the generation, a
-// place for the hash's size and then (name, value) pairs, if the hash's
-// generation is still the one given and the fill keeps the bytes filled
-// into the hash within limit. A refusal is counted in refused and stats,
-// a fill left out for the size in the cache's full and stats, an error in
-// the cache's.
+// fillHash sets fields of from's hash, args being the generation, the
+// limit and then (name, value) pairs, if the hash's generation is still
+// the one given and the fill keeps the bytes filled into the hash within
+// the limit. A refusal is counted in refused and stats, a fill left out
+// for the size in the cache's full and stats, an error in the cache's.
 //
 // The size (Options.HashSize) bounds what one owner's readers can make
 // Redis hold until the owner next changes or its hash expires: a reader
 // who scrolls a long list to its end fills a page field per page, and one
 // who checks a user's likes against many pins an edge field per pin. Once
 // it is reached the hash answers with what it holds and the rest is read
-// from MySQL. Pages stop at half of it (limit), so that a reader scrolling
-// the owner's lists leaves room for the checks of its edges.
-func (c *Cache) fillHash(ctx context.Context, from uint64, limit int, args []any, refused prometheus.Counter, stats *Stats) {
-	args[1] = limit
+// from MySQL. Pages stop at half of it (their limit), so that a reader
+// scrolling the owner's lists leaves room for the checks of its edges.
+func (c *Cache) fillHash(ctx context.Context, from uint64, args []any, refused prometheus.Counter, stats *Stats) {
 	n, err := fillEdges.Run(c.roundTrip(ctx), c.client, []string{c.edgeKey(from)}, args...).Int()
 	switch {
 	case err != nil:

@@ -91,7 +91,7 @@ func (c *Cache) FillPage(ctx context.Context, from uint64, gen Lease, field stri
 	if gen == "" {
 		return
 	}
-	c.fillHash(ctx, from, c.hashSize/2, []any{string(gen), nil, field, page}, c.pages.refused, &c.pages.stats)
+	c.fillHash(ctx, from, []any{string(gen), c.hashSize / 2, field, page}, c.pages.refused, &c.pages.stats)
 }
 
 // pageCounters are the page cache's counters.
