@@ -1,7 +1,10 @@
 package store
 
 import (
+	"context"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
@@ -51,5 +54,50 @@ func TestCreateUnderParents(t *testing.T) {
 	}
 	if _, err := s.Create(ctx, idcodec.TypeComment, &model.BoardDoc{OwnerID: model.ID(ann), Name: "x"}, 0); !model.IsCode(err, model.EInternal) {
 		t.Errorf("a board's document as a comment: %v, want refused", err)
+	}
+}
+
+// A create waits for its board's row no longer than the query timeout,
+// although its statements carry the caller's context, which has no
+// deadline: the transaction's deadline holds them all. It then fails as
+// unavailable, changes nothing, and goes through once the row is free.
+func TestCreateWaitsNoLongerThanTheQueryTimeout(t *testing.T) {
+	const qt = 500 * time.Millisecond
+	s, _ := openTestWith(t, func(c *Config) { c.QueryTimeout = qt })
+	board := mustBoard(t, s, mustUser(t, s, "ann"))
+	sh, local, err := s.route("test", board, idcodec.TypeBoard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold, err := sh.Host.DB.BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback()
+	if _, err := hold.ExecContext(ctx, "SELECT local_id FROM "+sh.Name+".boards WHERE local_id = ? FOR UPDATE", local); err != nil {
+		t.Fatal(err)
+	}
+
+	start := time.Now()
+	_, err = s.CreatePin(context.Background(), model.PinDoc{BoardID: model.ID(board), Link: "https://example.com/a"}, 0)
+	took := time.Since(start)
+	if !model.IsCode(err, model.EUnavailable) {
+		t.Fatalf("a create on a board held by another transaction: %v, want unavailable", err)
+	}
+	if took > 5*time.Second {
+		t.Fatalf("the create gave up after %v, with a query timeout of %v", took.Round(time.Millisecond), qt)
+	}
+	if err := hold.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, s, model.BoardPins, board); n != 0 {
+		t.Fatalf("the board counts %d pins after the failed create, want 0", n)
+	}
+	pin, err := s.CreatePin(context.Background(), model.PinDoc{BoardID: model.ID(board), Link: "https://example.com/a"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := all(t, s, model.BoardPins, board, 10, true); !slices.Equal(got, []uint64{pin.ID}) {
+		t.Fatalf("the board's pins %v, want the one created after the hold", got)
 	}
 }

@@ -92,6 +92,8 @@ func (s *shards) txOn(ctx context.Context, op string, sh topology.Shard, fn func
 		return classify(op, sh, err)
 	}
 	defer t.Rollback() // before c.Close: the connection goes back with no transaction open
+	// ctx's deadline holds every statement fn sends, whatever its context.
+	t.Bound(ctx)
 	var token uint64
 	if s.objects.on() {
 		// Durable with the change: the cache_outbox rows of the objects

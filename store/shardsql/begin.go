@@ -72,6 +72,7 @@ func BeginOn(ctx context.Context, db *sqlx.DB, iso sql.IsolationLevel) (*Tx, err
 		return nil, err
 	}
 	t.closeConn = true
+	t.Bound(ctx)
 	return t, nil
 }
 
@@ -91,7 +92,7 @@ func (t *Tx) Commit(ctx context.Context) error {
 		return nil
 	}
 	q, a := t.commitText("")
-	if _, err := t.conn.ExecContext(ctx, q, a...); err != nil {
+	if _, err := t.conn.ExecContext(t.run(ctx), q, a...); err != nil {
 		return err
 	}
 	t.state = txDone
@@ -108,7 +109,7 @@ func (t *Tx) CommitReading(ctx context.Context, query string, dest ...any) error
 		return errTxDone
 	}
 	q, a := t.commitText("; " + query)
-	rows, err := t.conn.QueryContext(ctx, q, a...)
+	rows, err := t.conn.QueryContext(t.run(ctx), q, a...)
 	if err != nil {
 		return err // the COMMIT or a statement before it failed
 	}
@@ -136,6 +137,7 @@ func (t *Tx) commitText(tail string) (string, []any) {
 // connection BeginOn took; after Commit it only does the latter. A
 // connection whose ROLLBACK fails is closed, not pooled.
 func (t *Tx) Rollback() {
+	t.unbound()
 	if t.state == txOpen {
 		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 		if _, err := t.conn.ExecContext(ctx, "ROLLBACK"); err != nil {

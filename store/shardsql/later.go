@@ -73,7 +73,7 @@ func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Re
 		return nil, errTxDone
 	}
 	query, args = t.withQueued(query, args)
-	return t.conn.ExecContext(ctx, query, args...)
+	return t.conn.ExecContext(t.run(ctx), query, args...)
 }
 
 // QueryContext runs query after the queued statements, in one round
@@ -83,7 +83,7 @@ func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.
 		return nil, errTxDone
 	}
 	query, args = t.withQueued(query, args)
-	return t.conn.QueryContext(ctx, query, args...)
+	return t.conn.QueryContext(t.run(ctx), query, args...)
 }
 
 // QueryxContext is QueryContext for sqlx.
@@ -92,19 +92,19 @@ func (t *Tx) QueryxContext(ctx context.Context, query string, args ...any) (*sql
 		return nil, errTxDone
 	}
 	query, args = t.withQueued(query, args)
-	return t.conn.QueryxContext(ctx, query, args...)
+	return t.conn.QueryxContext(t.run(ctx), query, args...)
 }
 
 // QueryRowxContext is QueryContext for one row.
 func (t *Tx) QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row {
 	query, args = t.withQueued(query, args)
-	return t.conn.QueryRowxContext(t.live(ctx), query, args...)
+	return t.conn.QueryRowxContext(t.run(t.live(ctx)), query, args...)
 }
 
 // QueryRowContext is QueryContext for one row.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
 	query, args = t.withQueued(query, args)
-	return t.conn.QueryRowContext(t.live(ctx), query, args...)
+	return t.conn.QueryRowContext(t.run(t.live(ctx)), query, args...)
 }
 
 // live is ctx while t takes statements, and a done context after: a row

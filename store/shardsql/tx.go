@@ -30,7 +30,8 @@ import (
 // statement and its COMMIT with its last (begin.go).
 type Tx struct {
 	conn       *sqlx.Conn
-	closeConn  bool // conn is BeginOn's, given back by Rollback
+	closeConn  bool    // conn is BeginOn's, given back by Rollback
+	sock       *socket // conn's socket, while it holds the transaction's deadline (Bound)
 	state      txState
 	beginLen   int // the length of the queued START TRANSACTION text
 	touched    []uint64

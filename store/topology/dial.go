@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
+	"github.com/pinstore/pinstore/store/shardsql"
 )
 
 // Dial opens a pool of at most size connections to the MySQL host at dsn
@@ -30,15 +31,16 @@ func Dial(dsn string, size int) (*sqlx.DB, error) {
 		c.Timeout = 2 * time.Second
 	}
 	// No per-packet read/write timeouts: each one costs a SetDeadline
-	// syscall per packet, and every statement already runs under a context
-	// deadline that the driver enforces.
+	// syscall per packet. A statement runs under its context's deadline,
+	// and a transaction's statements under the transaction's, kept on the
+	// socket (shardsql.Connector).
 	if c.Params == nil {
 		c.Params = map[string]string{}
 	}
 	if _, ok := c.Params["time_zone"]; !ok {
 		c.Params["time_zone"] = "'+00:00'"
 	}
-	connector, err := mysql.NewConnector(c)
+	connector, err := shardsql.Connector(c)
 	if err != nil {
 		return nil, errors.New("DSN is not usable")
 	}
