@@ -83,12 +83,16 @@ func (s *Feeds) Feed(ctx context.Context, user uint64, p model.Page) (model.List
 }
 
 // backfillRows reads the followee's newest FeedBackfill pins as the feed
-// rows a follow copies into the follower's feed.
+// rows a follow copies into the follower's feed. It runs inside the
+// follower's transaction but on the followee's host, so under a deadline
+// of its own.
 func (s *Feeds) backfillRows(ctx context.Context, op string, follower, followee uint64) ([]shardsql.FeedRow, error) {
 	ash, _, err := s.route(op, followee, idcodec.TypeUser)
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
 	pins, err := shardsql.ReadPage(ctx, ash.Host.DB, ash.DB, model.UserPins.Table(), followee, shardsql.Page{Limit: s.cfg.FeedBackfill, Desc: true})
 	if err != nil {
 		return nil, classify(op, ash, err)
