@@ -3,6 +3,7 @@ package shardsql
 import (
 	"context"
 	"database/sql/driver"
+	"errors"
 	"net"
 	"sync"
 	"syscall"
@@ -16,14 +17,16 @@ import (
 // go-sql-driver hands every statement whose context can be cancelled to
 // the connection's watcher goroutine, and database/sql starts one more
 // goroutine for the rows of every read: two or three goroutine switches
-// a statement, about a tenth of the CPU pinstore spends on a create. So
+// a statement, up to a tenth of the CPU pinstore spends on a create. So
 // the statements of a Tx on a connection that Connector opened go
 // without them: Bound sets the transaction's deadline on the socket,
-// where the kernel holds every read and write of every statement to it,
-// and the statements then run under their contexts without the
-// cancellation (a context already done still stops a statement before it
-// is sent). The bound is the whole transaction's, whatever context each
-// statement carries, until Rollback gives the connection back.
+// where Go's network poller holds every read and write of every
+// statement to it, and the statements then run under their contexts
+// without the cancellation (a context already done still stops a
+// statement before it is sent). The bound is the whole transaction's,
+// whatever context each statement carries, until Rollback gives the
+// connection back; a statement's own deadline, when it is earlier, is
+// checked as the statement is sent.
 
 // sockets maps each connection Connector opened (the driver's
 // driver.Conn) to its socket.
@@ -41,7 +44,10 @@ type socket struct {
 // SyscallConn lets the driver check an idle connection's socket before it
 // reuses it, as it does on the sockets it dials itself.
 func (s *socket) SyscallConn() (syscall.RawConn, error) {
-	return s.Conn.(syscall.Conn).SyscallConn()
+	if c, ok := s.Conn.(syscall.Conn); ok {
+		return c.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
 }
 
 func (s *socket) Close() error {
