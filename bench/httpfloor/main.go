@@ -18,6 +18,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
@@ -70,11 +71,7 @@ func fetch(url, token string) (body []byte, ctype, etag string, err error) {
 		return nil, "", "", err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, "", "", &statusError{url, resp.Status}
+		return nil, "", "", fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return body, resp.Header.Get("Content-Type"), resp.Header.Get("Etag"), nil
 }
-
-type statusError struct{ url, status string }
-
-func (e *statusError) Error() string { return "GET " + e.url + ": " + e.status }
