@@ -53,10 +53,17 @@ type objectCache struct {
 	gauge prometheus.GaugeFunc
 }
 
+// pendingMark is where an object's pending invalidation is recorded: its
+// shard, and the tokens of the writes whose cache_outbox rows wait for it
+// (each write has its own rows; one invalidation covers them all).
 type pendingMark struct {
-	db    shardsql.DB
-	token uint64
+	db     shardsql.DB
+	tokens []uint64
 }
+
+// maxPendingTokens bounds the tokens kept for one object while Redis is
+// away; the rows of writes past it are left to the sweep.
+const maxPendingTokens = 256
 
 func newObjectCache(c *objcache.Cache, reg prometheus.Registerer) *objectCache {
 	oc := &objectCache{cache: c, pending: map[uint64]pendingMark{}, taken: map[shardsql.DB][]shardsql.CachedMark{}}
@@ -84,14 +91,24 @@ func (oc *objectCache) invalidate(ctx context.Context, db shardsql.DB, ids []uin
 	defer oc.mu.Unlock()
 	for _, id := range ids {
 		if err != nil {
-			oc.pending[id] = pendingMark{db, token}
+			if p := oc.pending[id]; len(p.tokens) < maxPendingTokens {
+				oc.pending[id] = pendingMark{db, append(p.tokens, token)}
+			}
 			continue
 		}
 		oc.taken[db] = append(oc.taken[db], shardsql.CachedMark{ID: id, Token: token})
-		if old, ok := oc.pending[id]; ok { // an earlier write's invalidation is covered by this one
-			oc.taken[old.db] = append(oc.taken[old.db], shardsql.CachedMark{ID: id, Token: old.token})
+		if old, ok := oc.pending[id]; ok { // earlier writes' invalidations are covered by this one
+			oc.take(id, old)
 			delete(oc.pending, id)
 		}
+	}
+}
+
+// take records that Redis took the invalidation of id that m waited for,
+// so that its writes' rows are deleted. oc.mu must be held.
+func (oc *objectCache) take(id uint64, m pendingMark) {
+	for _, token := range m.tokens {
+		oc.taken[m.db] = append(oc.taken[m.db], shardsql.CachedMark{ID: id, Token: token})
 	}
 }
 
@@ -164,10 +181,20 @@ func (s *core) resendPending(ctx context.Context) {
 	defer oc.mu.Unlock()
 	for _, id := range ids {
 		m := marks[id]
-		if oc.pending[id] == m { // a newer write's mark stays until its own resend
-			delete(oc.pending, id)
+		oc.take(id, m)
+		// Writes recorded since the copy keep their marks until their own
+		// resend: the list has grown past the copy's tokens, or (a later
+		// write's invalidation took them all) been started anew.
+		now, ok := oc.pending[id]
+		switch {
+		case !ok:
+		case len(now.tokens) >= len(m.tokens) && now.tokens[0] == m.tokens[0]:
+			if rest := now.tokens[len(m.tokens):]; len(rest) > 0 {
+				oc.pending[id] = pendingMark{m.db, rest}
+			} else {
+				delete(oc.pending, id)
+			}
 		}
-		oc.taken[m.db] = append(oc.taken[m.db], shardsql.CachedMark{ID: id, Token: m.token})
 	}
 }
 

@@ -268,6 +268,41 @@ func TestCacheInvalidationOutlivesItsWriter(t *testing.T) {
 	}
 }
 
+// Each write keeps cache_outbox rows of its own. Writes to one object
+// while Redis is away each leave theirs, and once Redis is back the
+// writer's resend clears them all: none is left for a sweep (no store
+// here sweeps).
+func TestCacheResendClearsEveryWritesMarks(t *testing.T) {
+	b0, m := openTest(t)
+	proxy := startCutProxy(t, testenv.RedisAddr(t))
+	a, err := Open(ctx, Config{Map: m, CursorSecret: []byte("test"), Redis: RedisConfig{Addrs: []string{proxy.ln.Addr().String()}, Prefix: b0.cfg.Redis.Prefix}, ObjectCache: b0.cfg.ObjectCache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	u := mustUser(t, b0, "busy")
+	for rowsOf(t, b0, "cache_outbox") != 0 { // the create's, deleted in batches
+		time.Sleep(10 * time.Millisecond)
+	}
+	proxy.setCut(true)
+	rename(t, a, u, "first while Redis is away")
+	v := rename(t, a, u, "second while Redis is away")
+	if n := rowsOf(t, a, "cache_outbox"); n != 2 {
+		t.Fatalf("%d cache_outbox rows while Redis is away, want one for each of the two writes", n)
+	}
+	proxy.setCut(false)
+	start := time.Now()
+	for n := rowsOf(t, a, "cache_outbox"); n != 0; n = rowsOf(t, a, "cache_outbox") {
+		if time.Since(start) > 2*time.Second {
+			t.Fatalf("%d cache_outbox rows left %v after Redis came back; the resend (every %v) takes every write's", n, time.Since(start), cacheRetry)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if o, err := b0.Get(ctx, u, idcodec.TypeUser); err != nil || o.Version != v {
+		t.Fatalf("read v%d (%v) after the resend, want v%d", o.Version, err, v)
+	}
+}
+
 // A host that is down fails only what depends on it: objects the cache
 // holds are still answered (no write can have changed them: their host
 // takes none), the others are 503.

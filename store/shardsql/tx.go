@@ -51,14 +51,14 @@ type cacheMarks struct {
 
 // MarkCached makes t record in db's cache_outbox, in t itself, that the
 // cached copies of the objects its statements change must go; token names
-// this transaction's rows, so that only its own invalidation clears them
-// (a later transaction's rows replace them). The rows of every object a
-// statement changed go to the server with the COMMIT, before it, in
-// one statement queued after the others (later.go): no statement can
-// change an object and leave it unmarked, the marks cost no round trip of
-// their own when other statements are queued, and a mark's row lock is
-// held from the end of the transaction only (transactions changing
-// different counts of one object do not wait for each other's).
+// this transaction's rows, which are its own (the table's key is object
+// and token), so that only an invalidation sent after its commit clears
+// them, and transactions changing one object at once do not wait for
+// each other's marks. The rows of every object a statement changed go to
+// the server with the COMMIT, before it, in one statement queued after
+// the others (later.go): no statement can change an object and leave it
+// unmarked, and the marks cost no round trip of their own when other
+// statements are queued.
 func (t *Tx) MarkCached(db DB, token uint64) {
 	t.marks = &cacheMarks{db: db, token: token}
 }
@@ -112,8 +112,9 @@ var (
 // changed and not marked yet, when t marks them (MarkCached). The rows go
 // in ascending id order, the order of the table's key, which is also the
 // order in which the batched delete of taken marks (UnmarkCached) locks
-// them: two transactions marking the same objects, or a mark and that
-// delete, then wait for each other instead of deadlocking.
+// them: a mark and that delete then wait for each other instead of
+// deadlocking. The upsert's update is for a shard not yet migrated to
+// 0015 (keyed by object alone), where a later write replaces the row.
 func (t *Tx) queueMarks() {
 	m := t.marks
 	if m == nil || m.marked == len(t.touched) {
