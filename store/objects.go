@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
-	"time"
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
@@ -47,7 +46,6 @@ type Objects struct {
 	feeds     *Feeds
 	lists     *Lists
 	usernames *Usernames
-	parents   parentMemo // the boards this server's pins were last created on (guess.go)
 }
 
 // CreatePin places the pin on its board's shard, owned by the board's
@@ -82,65 +80,33 @@ func (s *Objects) createPin(ctx context.Context, op string, doc model.PinDoc, ac
 	t, _ := model.TypeOf(idcodec.TypePin)
 	var seq int64
 	var pulled, newlyPulled bool
-	req := doc // before it takes its board's owner and secrecy
 	obj, created, err = s.keys.create(ctx, op, sh, nil, func(tx *shardsql.Tx) (model.Object, bool, error) {
-		var (
-			obj       model.Object
-			followers int64
-			at        time.Time
-			err       error
-			guessed   bool
-		)
-		if bd := s.parents.get(uint64(req.BoardID)); bd != nil && req.SectionID == 0 && save == nil {
-			d := req
-			if b, aerr := s.adoptDoc(op, t, bd, &d, actor); aerr == nil {
-				build := func(bd model.Doc) ([]byte, error) { d := req; return s.adoptDoc(op, t, bd, &d, actor) }
-				at = shardsql.Now()
-				seq = shardsql.Sequence(at)
-				var pd model.Doc
-				// The author's follower count comes with the insert (pullOrPush).
-				obj, followers, pd, guessed, err = insertGuessed(ctx, tx, op, sh, newObject{idcodec.TypePin, &d, b, at, seq}, shardsql.ListRef{M: model.UserFollowers, From: uint64(d.OwnerID)}, boardLocal, build)
-				if err != nil {
-					return obj, false, err
-				}
-				if guessed {
-					doc = d
-					s.parents.put(uint64(doc.BoardID), pd)
-					s.parents.kept.Add(1)
-				} else {
-					s.parents.undone.Add(1)
-				}
+		bd, err := adopt(ctx, tx, op, sh, t, boardLocal, &doc, actor, shardsql.ShareLock)
+		if err != nil {
+			return model.Object{}, false, err
+		}
+		board := bd.(*model.BoardDoc)
+		if doc.SectionID != 0 {
+			if err := checkSection(ctx, tx, op, sh, uint64(doc.SectionID), uint64(doc.BoardID)); err != nil {
+				return model.Object{}, false, err
 			}
 		}
-		if !guessed {
-			var bd model.Doc
-			bd, err = adopt(ctx, tx, op, sh, t, boardLocal, &doc, actor, shardsql.ShareLock)
-			if err != nil {
-				return model.Object{}, false, err
-			}
-			s.parents.put(uint64(doc.BoardID), bd)
-			if doc.SectionID != 0 {
-				if err := checkSection(ctx, tx, op, sh, uint64(doc.SectionID), uint64(doc.BoardID)); err != nil {
-					return model.Object{}, false, err
-				}
-			}
-			if save != nil {
-				obj, done, err := save.before(tx, sh, bd.(*model.BoardDoc))
-				if err != nil || done {
-					return obj, false, err
-				}
-			}
-			var b []byte
-			if b, err = s.marshalDoc(op, &doc); err != nil {
-				return model.Object{}, false, err
-			}
-			at = shardsql.Now()
-			seq = shardsql.Sequence(at)
-			// The author's follower count comes with the insert (pullOrPush).
-			obj, followers, err = insertMember(ctx, tx, op, sh, newObject{idcodec.TypePin, &doc, b, at, seq}, &shardsql.ListRef{M: model.UserFollowers, From: uint64(doc.OwnerID)})
-			if err != nil {
+		if save != nil {
+			obj, done, err := save.before(tx, sh, board)
+			if err != nil || done {
 				return obj, false, err
 			}
+		}
+		b, err := s.marshalDoc(op, &doc)
+		if err != nil {
+			return model.Object{}, false, err
+		}
+		at := shardsql.Now()
+		seq = shardsql.Sequence(at)
+		// The author's follower count comes with the insert (pullOrPush).
+		obj, followers, err := insertMember(ctx, tx, op, sh, newObject{idcodec.TypePin, &doc, b, at, seq}, &shardsql.ListRef{M: model.UserFollowers, From: uint64(doc.OwnerID)})
+		if err != nil {
+			return obj, false, err
 		}
 		if pulled, newlyPulled, err = s.feeds.pullOrPush(ctx, tx, sh, obj.ID, uint64(doc.OwnerID), followers, seq, at); err != nil {
 			return obj, false, err
@@ -162,15 +128,6 @@ func (s *Objects) createPin(ctx context.Context, op string, doc model.PinDoc, ac
 		}
 	}
 	return obj, created, err
-}
-
-// adoptDoc is doc as it takes what it inherits from parent (t.Adopt),
-// stored.
-func (s *core) adoptDoc(op string, t *model.ObjectType, parent model.Doc, doc model.Doc, actor uint64) ([]byte, error) {
-	if err := t.Adopt(parent, doc, model.ID(actor)); err != nil {
-		return nil, err
-	}
-	return s.marshalDoc(op, doc)
 }
 
 // Get returns the live object id of type typ, from the object cache when

@@ -3,6 +3,7 @@ package store
 import (
 	"encoding/json"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/pinstore/pinstore/migrations"
@@ -244,5 +245,67 @@ func withSecret(secret bool) func(doc []byte) ([]byte, error) {
 		}
 		d.Secret = secret
 		return json.Marshal(&d)
+	}
+}
+
+// Pins created through one server race the board's secret flag flipped
+// through another. Whatever the order, none of them fails (a create and a
+// flip take the board's lock first, so neither deadlocks the other), and
+// once both are done every pin on the board is as secret as the board,
+// and the owner's counts of pins and secret pins are exact.
+func TestCreatesRaceABoardsFlips(t *testing.T) {
+	a, m := openTest(t)
+	b, err := Open(ctx, Config{Map: m, CursorSecret: []byte("test"), Redis: a.cfg.Redis, ObjectCache: a.cfg.ObjectCache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ann := mustUser(t, a, "ann")
+	board := mustBoard(t, a, ann)
+	mustPin(t, a, board)
+	const creators, each, flips = 4, 25, 20
+	var wg sync.WaitGroup
+	errs := make(chan error, creators*each+flips)
+	for range creators {
+		wg.Go(func() {
+			for range each {
+				if _, err := a.CreatePin(ctx, model.PinDoc{BoardID: model.ID(board), Link: "https://example.com/r"}, ann); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	secret := false
+	wg.Go(func() {
+		for range flips {
+			secret = !secret
+			if _, err := b.Update(ctx, board, idcodec.TypeBoard, 0, withSecret(secret)); err != nil {
+				errs <- err
+			}
+		}
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	pins := all(t, a, model.BoardPins, board, 50, true)
+	if len(pins) != 1+creators*each {
+		t.Fatalf("%d pins on the board, want %d", len(pins), 1+creators*each)
+	}
+	for _, p := range pins {
+		if o := mustGet(t, a, p); secretOf(t, o) != secret {
+			t.Fatalf("pin %d secret %v on a board whose secret flag is %v: %s", p, o.Flags.Secret(), secret, o.Doc)
+		}
+	}
+	wantSecret := int64(0)
+	if secret {
+		wantSecret = int64(len(pins))
+	}
+	if _, n, _, sn := secretCounts(t, a, ann); n != int64(len(pins)) || sn != wantSecret {
+		t.Fatalf("ann's pins: %d, secret %d; want %d and %d", n, sn, len(pins), wantSecret)
 	}
 }

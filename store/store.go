@@ -11,7 +11,7 @@
 // follow the declarations of package model; the product rules sit on
 // them as parts of their own:
 //
-//	Objects    create (as each type declares), get, update, delete any object; pin owners; a pin built from its remembered board (create.go, objects.go, delete.go, owners.go, guess.go)
+//	Objects    create (as each type declares), get, update, delete any object; pin owners (create.go, objects.go, delete.go, owners.go)
 //	Lists      pages, counts, membership, moves; two-sided pairs (lists.go, edgecache.go, pairs.go)
 //	Feeds      the hybrid home feed on top of follows and pins (feed.go, feedpull.go)
 //	Usernames  users with unique names: create, look-up, index repair (usernames.go)

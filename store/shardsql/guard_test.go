@@ -110,7 +110,7 @@ func TestObjectWritesGoThroughChange(t *testing.T) {
 		}
 	}
 	for name := range declared {
-		if !sentByChange[name] && name != "insertObject" && name != "insertCount" && name != "insertUnder" {
+		if !sentByChange[name] && name != "insertObject" && name != "insertCount" {
 			t.Errorf("%s writes an object table or mapping_counts and is sent by no Tx.change", name)
 		}
 	}

@@ -118,14 +118,3 @@ func (t *Tx) live(ctx context.Context) context.Context {
 	cancel()
 	return done
 }
-
-// Savepoint queues a savepoint of t, which RollbackToSavepoint undoes
-// its statements to. MariaDB also releases the row locks they took: a
-// caller that needs a row locked after the undo reads it again.
-func Savepoint(ctx context.Context, t *Tx) error { return later(ctx, t, "SAVEPOINT guess") }
-
-// RollbackToSavepoint queues the undoing of t's statements since its
-// Savepoint.
-func RollbackToSavepoint(ctx context.Context, t *Tx) error {
-	return later(ctx, t, "ROLLBACK TO SAVEPOINT guess")
-}

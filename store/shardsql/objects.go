@@ -69,9 +69,6 @@ var (
 	insertObject = perType("INSERT INTO {db}.{table} (doc, version, created_at, updated_at) VALUES (?, 1, ?, ?)")
 	insertCount  = perType("INSERT INTO {db}.{table} (doc, version, created_at, updated_at) VALUES (?, 1, ?, ?);" +
 		" SELECT LAST_INSERT_ID(), COALESCE((SELECT n FROM {db}.mapping_counts WHERE from_id = ? AND mapping = ?), 0)")
-	insertUnder = perParent("INSERT INTO {db}.{table} (doc, version, created_at, updated_at) VALUES (?, 1, ?, ?);" +
-		" SELECT LAST_INSERT_ID(), COALESCE((SELECT n FROM {db}.mapping_counts WHERE from_id = ? AND mapping = ?), 0), p.doc, p.flags" +
-		" FROM {db}.{parent} p WHERE p.local_id = ? LOCK IN SHARE MODE")
 	readObject    = perTypeLock("SELECT doc, flags, version, created_at, updated_at FROM {db}.{table} WHERE local_id = ?")
 	updateObject  = perType("UPDATE {db}.{table} SET doc = ?, version = version + 1, updated_at = ? WHERE local_id = ?")
 	readCounted   = perTypeExtra(func(typ idcodec.Type, extra model.Mapping) lockStmt { return perLock(countedSQL(typ, extra)) })
@@ -145,23 +142,6 @@ func InsertObjectCount(ctx context.Context, q sqlx.QueryerContext, db DB, typ id
 	}
 	obj, err := newObject(db, typ, local, doc, flags, at)
 	return obj, n, err
-}
-
-// InsertObjectUnder is InsertObjectCount that also reads, after the
-// insert and in the same round trip, the new object's parent (local id
-// parent in the table of its type's Parent list's owner) with a share
-// lock, as a create's first read of it would: a create that built the
-// document from a parent it remembered checks it against this read, and
-// rolls back when it finds the parent otherwise. A missing parent is
-// sql.ErrNoRows (the insert is then to roll back).
-func InsertObjectUnder(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.Type, doc []byte, flags model.Flags, at time.Time, l ListRef, parent uint64) (model.Object, int64, Row, error) {
-	var local, n int64
-	p := Row{Local: parent}
-	if err := q.QueryRowxContext(ctx, db.sql(insertUnder[typ]), doc, at, at, l.From, uint8(l.M), parent).Scan(&local, &n, &p.Doc, &p.Flags); err != nil {
-		return model.Object{}, 0, p, err
-	}
-	obj, err := newObject(db, typ, local, doc, flags, at)
-	return obj, n, p, err
 }
 
 // newObject is the object InsertObject made: local is its AUTO_INCREMENT

@@ -54,18 +54,6 @@ func eachType[S any](text string, decl func(string) S) (s [len(objectTables)]S) 
 	return s
 }
 
-// perParent declares text for every object type created under a parent
-// (model.ObjectType.Parent), with {table} its table and {parent} its
-// parent's.
-func perParent(text string) (s typeStmt) {
-	for _, typ := range model.ObjectTypes() {
-		if t, _ := model.TypeOf(typ); t.Parent != 0 {
-			s[typ] = declare(strings.NewReplacer("{table}", objectTables[typ], "{parent}", objectTables[t.Parent.From()]).Replace(text))
-		}
-	}
-	return s
-}
-
 // mappingStmt is a statement declared once per mapping, by model.Mapping.
 type mappingStmt []stmt
 
