@@ -75,6 +75,23 @@ func stripComments(s string) string {
 	return b.String()
 }
 
+// CacheOutboxPerWrite is the version of 0015_cache_outbox_per_write.sql:
+// from it on, a shard's cache_outbox is keyed by object and write.
+const CacheOutboxPerWrite = 15
+
+// Version is the newest migration the shard database name has recorded:
+// 0 when the database or its schema_migrations does not exist. name must
+// be a database name the caller built (it is not quoted).
+func Version(ctx context.Context, q sqlx.QueryerContext, name string) (int, error) {
+	var have int
+	err := q.QueryRowxContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM "+name+".schema_migrations").Scan(&have)
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && (me.Number == 1049 || me.Number == 1146) {
+		return 0, nil
+	}
+	return have, err
+}
+
 // Apply brings the shard database name on db up to the newest of ms (as
 // All returns them), creating the database if it does not exist. It
 // applies only the versions the database has not recorded; every
@@ -82,12 +99,7 @@ func stripComments(s string) string {
 // it again. The common case, an up-to-date database, costs one query.
 // name must be a database name the caller built (it is not quoted).
 func Apply(ctx context.Context, db *sqlx.DB, name string, ms []Migration) error {
-	var have int
-	err := db.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM "+name+".schema_migrations").Scan(&have)
-	var me *mysql.MySQLError
-	if errors.As(err, &me) && (me.Number == 1049 || me.Number == 1146) {
-		have, err = 0, nil
-	}
+	have, err := Version(ctx, db, name)
 	if err != nil {
 		return err
 	}

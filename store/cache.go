@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pinstore/pinstore/internal/metrics"
+	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/objcache"
 	"github.com/pinstore/pinstore/store/replicas"
@@ -44,6 +45,10 @@ const (
 // nothing when the cache is off (cache nil).
 type objectCache struct {
 	cache *objcache.Cache
+	// keyed: master address and database → when the shard was last found keyed per
+	// write (a true answer is kept), or not (asked again after
+	// keyedRecheck); see perWrite.
+	keyed sync.Map
 	mu    sync.Mutex
 	// pending: invalidations Redis has not taken, with the shard and token
 	// of their cache_outbox rows; reads of these objects skip the cache.
@@ -75,6 +80,37 @@ func newObjectCache(c *objcache.Cache, reg prometheus.Registerer) *objectCache {
 }
 
 func (oc *objectCache) on() bool { return oc != nil && oc.cache != nil }
+
+// keyedRecheck is how long a shard not yet migrated to cache_outbox per
+// write (or that did not answer) keeps the upserts before it is asked again.
+const keyedRecheck = 10 * time.Second
+
+// keyedAnswer is what perWrite last learnt of a shard.
+type keyedAnswer struct {
+	perWrite bool
+	at       time.Time
+}
+
+// perWrite reports whether sh's cache_outbox is keyed by object and write
+// (migrations.CacheOutboxPerWrite), so that a transaction's marks can be
+// plain inserts (shardsql.Tx.MarkCached). Each shard is asked once per
+// process, with one read of its schema_migrations; a shard that is not
+// migrated yet, or did not answer, gets the upserts and is asked again
+// after keyedRecheck. The answer stays true: a shard is never migrated
+// back, and a move copies a shard onto one migrated to the newest.
+func (oc *objectCache) perWrite(ctx context.Context, sh topology.Shard) bool {
+	key := sh.Host.Addr + "/" + sh.DB.Name
+	if v, ok := oc.keyed.Load(key); ok {
+		a := v.(keyedAnswer)
+		if a.perWrite || time.Since(a.at) < keyedRecheck {
+			return a.perWrite
+		}
+	}
+	v, err := migrations.Version(ctx, sh.Host.DB, sh.DB.Name)
+	a := keyedAnswer{perWrite: err == nil && v >= migrations.CacheOutboxPerWrite, at: time.Now()}
+	oc.keyed.Store(key, a)
+	return a.perWrite
+}
 
 // newToken names one transaction's cache_outbox rows.
 func newToken() uint64 {

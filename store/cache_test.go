@@ -12,6 +12,7 @@ import (
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
+	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/model"
 )
 
@@ -300,6 +301,53 @@ func TestCacheResendClearsEveryWritesMarks(t *testing.T) {
 	}
 	if o, err := b0.Get(ctx, u, idcodec.TypeUser); err != nil || o.Version != v {
 		t.Fatalf("read v%d (%v) after the resend, want v%d", o.Version, err, v)
+	}
+}
+
+// A shard not migrated to cache_outbox per write (keyed by object alone)
+// still takes writes: a server asks each shard which key it has and marks
+// with upserts there, so a mark of an object that already has one (left
+// by a writer that died) replaces it instead of failing the write; the
+// shards that are migrated get plain inserts.
+func TestWritesOnAShardNotMigratedToMarksPerWrite(t *testing.T) {
+	b0, m := openTest(t)
+	ann := mustUser(t, b0, "ann")
+	board := mustBoard(t, b0, ann)
+	for rowsOf(t, b0, "cache_outbox") != 0 { // the creates', deleted in batches
+		time.Sleep(10 * time.Millisecond)
+	}
+	top := b0.router.Current()
+	old, _ := top.Shard(int(idcodec.ShardOf(board)))
+	for _, q := range []string{
+		"ALTER TABLE " + old.Name + ".cache_outbox DROP PRIMARY KEY, ADD PRIMARY KEY (object_id)",
+		"DELETE FROM " + old.Name + ".schema_migrations WHERE version >= " + fmt.Sprint(migrations.CacheOutboxPerWrite),
+		"INSERT INTO " + old.Name + ".cache_outbox (object_id, token, created_at) VALUES (" + fmt.Sprint(board) + ", 99, UTC_TIMESTAMP(6))",
+	} {
+		if _, err := old.Host.DB.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := Open(ctx, Config{Map: m, CursorSecret: []byte("test"), Redis: b0.cfg.Redis, ObjectCache: b0.cfg.ObjectCache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.CreatePin(ctx, model.PinDoc{BoardID: model.ID(board), Link: "https://example.com/p"}, ann); err != nil {
+		t.Fatalf("a pin on a board marked by a dead writer, on a shard keyed by object: %v", err)
+	}
+	start := time.Now()
+	for n := rowsOf(t, a, "cache_outbox"); n != 0; n = rowsOf(t, a, "cache_outbox") {
+		if time.Since(start) > 2*time.Second {
+			t.Fatalf("%d cache_outbox rows left: the create's mark took the row over and its invalidation clears it", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if o, err := b0.Get(ctx, board, idcodec.TypeBoard); err != nil || o.Counts[0] != 1 {
+		t.Fatalf("the board after the create: %+v, %v", o.Counts, err)
+	}
+	other, _ := top.Shard((old.N + 1) % testShards)
+	if a.objects.perWrite(ctx, old) || !a.objects.perWrite(ctx, other) {
+		t.Fatalf("marks per write on the shard keyed by object %v, on a migrated shard %v; want false, true", a.objects.perWrite(ctx, old), a.objects.perWrite(ctx, other))
 	}
 }
 

@@ -101,7 +101,7 @@ func (s *shards) txOn(ctx context.Context, op string, sh topology.Shard, fn func
 		// invalidation is resent until Redis takes it, whatever happens
 		// to this process (cache.go).
 		token = newToken()
-		t.MarkCached(sh.DB, token)
+		t.MarkCached(sh.DB, token, s.objects.perWrite(ctx, sh))
 	}
 	if err := fn(t); err != nil {
 		return classify(op, sh, err)

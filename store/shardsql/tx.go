@@ -44,9 +44,10 @@ type Tx struct {
 // objects its statements change: the shard, the transaction's token, and
 // how many of Tx.touched are marked so far.
 type cacheMarks struct {
-	db     DB
-	token  uint64
-	marked int
+	db       DB
+	token    uint64
+	marked   int
+	perWrite bool // db's cache_outbox is keyed by object and token (migrations.CacheOutboxPerWrite)
 }
 
 // MarkCached makes t record in db's cache_outbox, in t itself, that the
@@ -58,9 +59,12 @@ type cacheMarks struct {
 // the server with the COMMIT, before it, in one statement queued after
 // the others (later.go): no statement can change an object and leave it
 // unmarked, and the marks cost no round trip of their own when other
-// statements are queued.
-func (t *Tx) MarkCached(db DB, token uint64) {
-	t.marks = &cacheMarks{db: db, token: token}
+// statements are queued. perWrite says that db's cache_outbox is keyed by
+// object and token (migrations.CacheOutboxPerWrite); on a shard keyed by
+// object alone, not migrated yet, the marks are upserts instead, where a
+// write's mark of an object replaces an earlier write's.
+func (t *Tx) MarkCached(db DB, token uint64, perWrite bool) {
+	t.marks = &cacheMarks{db: db, token: token, perWrite: perWrite}
 }
 
 // Touched lists the objects the transaction changed, in first-change order.
@@ -113,8 +117,10 @@ var (
 // in ascending id order, the order of the table's key, which is also the
 // order in which the batched delete of taken marks (UnmarkCached) locks
 // them: a mark and that delete then wait for each other instead of
-// deadlocking. The upsert's update is for a shard not yet migrated to
-// 0015 (keyed by object alone), where a later write replaces the row.
+// deadlocking. They are plain inserts where the table is keyed per write:
+// the upsert that a shard keyed by object alone needs cost create-pin
+// about a tenth of its throughput (BENCHMARKS.md, "Where create-pin's
+// last tenth goes").
 func (t *Tx) queueMarks() {
 	m := t.marks
 	if m == nil || m.marked == len(t.touched) {
@@ -133,7 +139,9 @@ func (t *Tx) queueMarks() {
 		t.queued.WriteString("(?, ?, ?)")
 		t.queuedArgs = append(t.queuedArgs, id, m.token, at)
 	}
-	t.queued.WriteString(" ON DUPLICATE KEY UPDATE token = VALUES(token), created_at = VALUES(created_at)")
+	if !m.perWrite {
+		t.queued.WriteString(" ON DUPLICATE KEY UPDATE token = VALUES(token), created_at = VALUES(created_at)")
+	}
 }
 
 // CachedMark is a cache_outbox row: an object whose cached copy must go,
