@@ -117,10 +117,10 @@ var (
 // in ascending id order, the order of the table's key, which is also the
 // order in which the batched delete of taken marks (UnmarkCached) locks
 // them: a mark and that delete then wait for each other instead of
-// deadlocking. They are plain inserts where the table is keyed per write:
-// the upsert that a shard keyed by object alone needs cost create-pin
-// about a tenth of its throughput (BENCHMARKS.md, "Where create-pin's
-// last tenth goes").
+// deadlocking. They are plain inserts where the table is keyed per write;
+// the upsert, which a shard keyed by object alone needs, measured costlier
+// (BENCHMARKS.md, "Where create-pin's gap goes, and the marks as plain
+// inserts").
 func (t *Tx) queueMarks() {
 	m := t.marks
 	if m == nil || m.marked == len(t.touched) {
