@@ -97,7 +97,8 @@ type keyedAnswer struct {
 // process, with one read of its schema_migrations; a shard that is not
 // migrated yet, or did not answer, gets the upserts and is asked again
 // after keyedRecheck. The answer stays true: a shard is never migrated
-// back, and a move copies a shard onto one migrated to the newest.
+// back, and a move copies a shard onto one migrated to the newest. The
+// read takes a connection of sh's pool: ask before taking one.
 func (oc *objectCache) perWrite(ctx context.Context, sh topology.Shard) bool {
 	key := sh.Host.Addr + "/" + sh.DB.Name
 	if v, ok := oc.keyed.Load(key); ok {

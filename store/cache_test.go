@@ -384,3 +384,25 @@ func TestCachedObjectsOutliveTheirHost(t *testing.T) {
 	}
 	second.Start(t)
 }
+
+// A server asks a shard which key its cache_outbox has before a write
+// takes its transaction's connection, never while holding one: on a pool
+// of one connection, the first writes to each shard succeed and learn
+// that it is keyed per write, instead of waiting for a second connection
+// until their deadline (and failing).
+func TestShardsAskedOutsideTheirTransactions(t *testing.T) {
+	s, _ := openTestWith(t, func(c *Config) { c.PoolSize = 1; c.QueryTimeout = time.Second })
+	ann := mustUser(t, s, "ann")
+	mustPin(t, s, mustBoard(t, s, ann))
+	asked := 0
+	s.objects.keyed.Range(func(k, v any) bool {
+		asked++
+		if !v.(keyedAnswer).perWrite {
+			t.Errorf("%v: found not keyed per write", k)
+		}
+		return true
+	})
+	if asked == 0 {
+		t.Fatal("no shard asked")
+	}
+}

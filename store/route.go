@@ -82,6 +82,9 @@ func (s *shards) inTx(ctx context.Context, op string, sh topology.Shard, fn func
 func (s *shards) txOn(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
+	// Asked before the transaction takes its connection, so that a first
+	// write to a shard never waits for a second connection holding one.
+	perWrite := s.objects.on() && s.objects.perWrite(ctx, sh)
 	c, err := replicas.Begin(ctx, sh.Host) // replica hook: the commit's GTID goes into the request's token
 	if err != nil {
 		return classify(op, sh, err)
@@ -101,7 +104,7 @@ func (s *shards) txOn(ctx context.Context, op string, sh topology.Shard, fn func
 		// invalidation is resent until Redis takes it, whatever happens
 		// to this process (cache.go).
 		token = newToken()
-		t.MarkCached(sh.DB, token, s.objects.perWrite(ctx, sh))
+		t.MarkCached(sh.DB, token, perWrite)
 	}
 	if err := fn(t); err != nil {
 		return classify(op, sh, err)
