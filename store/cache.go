@@ -45,9 +45,9 @@ const (
 // nothing when the cache is off (cache nil).
 type objectCache struct {
 	cache *objcache.Cache
-	// keyed: master address and database → when the shard was last found keyed per
-	// write (a true answer is kept), or not (asked again after
-	// keyedRecheck); see perWrite.
+	// keyed: master address and database → whether the shard was found
+	// keyed per write, and when (a true answer is kept; a false one is
+	// asked again after keyedRecheck); see perWrite.
 	keyed sync.Map
 	mu    sync.Mutex
 	// pending: invalidations Redis has not taken, with the shard and token
