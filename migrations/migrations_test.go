@@ -89,19 +89,30 @@ func TestApply(t *testing.T) {
 	}
 }
 
+// applyBefore brings shard name up to the migration called migration,
+// not including it, and returns that migration's index in ms.
+func applyBefore(t *testing.T, db *sqlx.DB, name string, ms []Migration, migration string) int {
+	t.Helper()
+	i := slices.IndexFunc(ms, func(m Migration) bool { return m.Name == migration })
+	if i < 0 {
+		t.Fatalf("no %s migration", migration)
+	}
+	if err := Apply(context.Background(), db, name, ms[:i]); err != nil {
+		t.Fatal(err)
+	}
+	return i
+}
+
 // A shard upgraded to cache_outbox rows per write keeps the rows it had,
 // and a run of the migration stopped after its statements, run again,
 // leaves the same table: keyed by object and token, no index on time.
 func TestCacheOutboxPerWrite(t *testing.T) {
 	db, prefix, ms := openTest(t, "mc")
-	i := slices.IndexFunc(ms, func(m Migration) bool { return m.Name == "cache_outbox_per_write" })
-	if i < 0 {
-		t.Fatal("no cache_outbox_per_write migration")
-	}
 	ctx := context.Background()
 	name := prefix + "00000"
-	if err := Apply(ctx, db, name, ms[:i]); err != nil {
-		t.Fatal(err)
+	i := applyBefore(t, db, name, ms, "cache_outbox_per_write")
+	if ms[i].Version != CacheOutboxPerWrite {
+		t.Fatalf("cache_outbox_per_write is version %d, CacheOutboxPerWrite says %d", ms[i].Version, CacheOutboxPerWrite)
 	}
 	if _, err := db.Exec("INSERT INTO " + name + ".cache_outbox (object_id, token, created_at) VALUES (7, 1, UTC_TIMESTAMP(6))"); err != nil {
 		t.Fatal(err)
@@ -140,15 +151,9 @@ func TestCacheOutboxPerWrite(t *testing.T) {
 // in any order, and every later write of a document keeps them.
 func TestObjectFlagsBackfill(t *testing.T) {
 	db, prefix, ms := openTest(t, "mf")
-	i := slices.IndexFunc(ms, func(m Migration) bool { return m.Name == "object_flags" })
-	if i < 0 {
-		t.Fatal("no object_flags migration")
-	}
 	ctx := context.Background()
 	name := prefix + "00000"
-	if err := Apply(ctx, db, name, ms[:i]); err != nil {
-		t.Fatal(err)
-	}
+	applyBefore(t, db, name, ms, "object_flags")
 	// A shard created before the column was part of the first migration.
 	if _, err := db.Exec("ALTER TABLE " + name + ".pins DROP COLUMN flags"); err != nil {
 		t.Fatal(err)

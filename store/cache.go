@@ -45,9 +45,9 @@ const (
 // nothing when the cache is off (cache nil).
 type objectCache struct {
 	cache *objcache.Cache
-	// keyed: master address and database → whether the shard was found
-	// keyed per write, and when (a true answer is kept; a false one is
-	// asked again after keyedRecheck); see perWrite.
+	// keyed: shardKey → whether the shard was found keyed per write, and
+	// when (a true answer is kept; a false one is asked again after
+	// keyedRecheck); see perWrite.
 	keyed sync.Map
 	mu    sync.Mutex
 	// pending: invalidations Redis has not taken, with the shard and token
@@ -85,6 +85,10 @@ func (oc *objectCache) on() bool { return oc != nil && oc.cache != nil }
 // write (or that did not answer) keeps the upserts before it is asked again.
 const keyedRecheck = 10 * time.Second
 
+// shardKey names a shard database on one master, without building a
+// string on every write.
+type shardKey struct{ addr, db string }
+
 // keyedAnswer is what perWrite last learnt of a shard.
 type keyedAnswer struct {
 	perWrite bool
@@ -100,7 +104,7 @@ type keyedAnswer struct {
 // back, and a move copies a shard onto one migrated to the newest. The
 // read takes a connection of sh's pool: ask before taking one.
 func (oc *objectCache) perWrite(ctx context.Context, sh topology.Shard) bool {
-	key := sh.Host.Addr + "/" + sh.DB.Name
+	key := shardKey{sh.Host.Addr, sh.DB.Name}
 	if v, ok := oc.keyed.Load(key); ok {
 		a := v.(keyedAnswer)
 		if a.perWrite || time.Since(a.at) < keyedRecheck {

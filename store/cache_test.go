@@ -186,13 +186,9 @@ func neverOlder(t *testing.T, stores []*Store, rctx context.Context) int64 {
 // Redis takes the invalidation, which the writer resends every cacheRetry
 // once Redis is back.
 func TestCacheStaleWindowAcrossARedisFault(t *testing.T) {
-	b, m := openTest(t) // the reader, on Redis directly
+	b, _ := openTest(t) // the reader, on Redis directly
 	proxy := startCutProxy(t, testenv.RedisAddr(t))
-	a, err := Open(ctx, Config{Map: m, CursorSecret: []byte("test"), Redis: RedisConfig{Addrs: []string{proxy.ln.Addr().String()}, Prefix: b.cfg.Redis.Prefix}, ObjectCache: b.cfg.ObjectCache})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := openSecond(t, b, proxy.ln.Addr().String())
 	u := mustUser(t, b, "faulty")
 	if o, err := b.Get(ctx, u, idcodec.TypeUser); err != nil || o.Version != 1 {
 		t.Fatal(err)
@@ -274,13 +270,9 @@ func TestCacheInvalidationOutlivesItsWriter(t *testing.T) {
 // writer's resend clears them all: none is left for a sweep (no store
 // here sweeps).
 func TestCacheResendClearsEveryWritesMarks(t *testing.T) {
-	b0, m := openTest(t)
+	b0, _ := openTest(t)
 	proxy := startCutProxy(t, testenv.RedisAddr(t))
-	a, err := Open(ctx, Config{Map: m, CursorSecret: []byte("test"), Redis: RedisConfig{Addrs: []string{proxy.ln.Addr().String()}, Prefix: b0.cfg.Redis.Prefix}, ObjectCache: b0.cfg.ObjectCache})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := openSecond(t, b0, proxy.ln.Addr().String())
 	u := mustUser(t, b0, "busy")
 	for rowsOf(t, b0, "cache_outbox") != 0 { // the create's, deleted in batches
 		time.Sleep(10 * time.Millisecond)
@@ -310,7 +302,7 @@ func TestCacheResendClearsEveryWritesMarks(t *testing.T) {
 // by a writer that died) replaces it instead of failing the write; the
 // shards that are migrated get plain inserts.
 func TestWritesOnAShardNotMigratedToMarksPerWrite(t *testing.T) {
-	b0, m := openTest(t)
+	b0, _ := openTest(t)
 	ann := mustUser(t, b0, "ann")
 	board := mustBoard(t, b0, ann)
 	for rowsOf(t, b0, "cache_outbox") != 0 { // the creates', deleted in batches
@@ -327,11 +319,7 @@ func TestWritesOnAShardNotMigratedToMarksPerWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a, err := Open(ctx, Config{Map: m, CursorSecret: []byte("test"), Redis: b0.cfg.Redis, ObjectCache: b0.cfg.ObjectCache})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := openSecond(t, b0, testenv.RedisAddr(t)) // a server started after the shard went back
 	if _, err := a.CreatePin(ctx, model.PinDoc{BoardID: model.ID(board), Link: "https://example.com/p"}, ann); err != nil {
 		t.Fatalf("a pin on a board marked by a dead writer, on a shard keyed by object: %v", err)
 	}

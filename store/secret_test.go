@@ -6,9 +6,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pinstore/pinstore/migrations"
-
 	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/internal/testenv"
+	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/model"
 )
 
@@ -254,12 +254,8 @@ func withSecret(secret bool) func(doc []byte) ([]byte, error) {
 // once both are done every pin on the board is as secret as the board,
 // and the owner's counts of pins and secret pins are exact.
 func TestCreatesRaceABoardsFlips(t *testing.T) {
-	a, m := openTest(t)
-	b, err := Open(ctx, Config{Map: m, CursorSecret: []byte("test"), Redis: a.cfg.Redis, ObjectCache: a.cfg.ObjectCache})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	a, _ := openTest(t)
+	b := openSecond(t, a, testenv.RedisAddr(t))
 	ann := mustUser(t, a, "ann")
 	board := mustBoard(t, a, ann)
 	mustPin(t, a, board)
