@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/pinstore/pinstore/internal/metrics"
 	"github.com/pinstore/pinstore/migrations"
@@ -124,10 +125,35 @@ func newToken() uint64 {
 	return binary.BigEndian.Uint64(b[:]) | 1
 }
 
+// committed tells the caches, in one round trip to Redis, what t did once
+// it committed on db: the object cache drops the objects it changed
+// (whose cache_outbox rows carry token), and the owner cache learns the
+// owners of the pins it created (a pair Redis does not take costs a later
+// miss, never a wrong answer: owners never change).
+func (s *shards) committed(ctx context.Context, db shardsql.DB, t *shardsql.Tx, token uint64) {
+	ctx = context.WithoutCancel(ctx) // the caches must hear of a commit whatever became of its request
+	touched, owners := t.Touched(), t.Owners()
+	var setOwners func(context.Context, redis.Pipeliner) func()
+	if len(owners) > 0 && s.ownerCache != nil {
+		setOwners = func(ctx context.Context, pipe redis.Pipeliner) func() {
+			sent := s.ownerCache.QueueSet(ctx, pipe, owners)
+			return func() { _ = sent() }
+		}
+	}
+	switch {
+	case token != 0 && len(touched) > 0:
+		s.objects.invalidate(ctx, db, touched, token, setOwners)
+	case setOwners != nil:
+		_ = s.ownerCache.Set(ctx, owners)
+	}
+}
+
 // invalidate drops the entries of ids, changed by a committed transaction
-// on db whose cache_outbox rows carry token.
-func (oc *objectCache) invalidate(ctx context.Context, db shardsql.DB, ids []uint64, token uint64) {
-	err := oc.cache.Invalidate(context.WithoutCancel(ctx), ids...)
+// on db whose cache_outbox rows carry token; also, when not nil, queues
+// other writes to Redis to go in the same round trip
+// (objcache.Cache.InvalidateWith).
+func (oc *objectCache) invalidate(ctx context.Context, db shardsql.DB, ids []uint64, token uint64, also func(context.Context, redis.Pipeliner) func()) {
+	err := oc.cache.InvalidateWith(ctx, also, ids...)
 	oc.mu.Lock()
 	defer oc.mu.Unlock()
 	for _, id := range ids {

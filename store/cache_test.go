@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/model"
+	"github.com/redis/go-redis/v9"
 )
 
 // rename edits a user's display name and returns the acknowledged version.
@@ -392,5 +396,77 @@ func TestShardsAskedOutsideTheirTransactions(t *testing.T) {
 	})
 	if asked == 0 {
 		t.Fatal("no shard asked")
+	}
+}
+
+// pipelines records the commands of every pipeline a Redis client sends,
+// each as its name and first key.
+type pipelines struct {
+	mu   sync.Mutex
+	sent [][]string
+}
+
+func (p *pipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (p *pipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (p *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var sent []string
+		for _, c := range cmds {
+			if a := c.Args(); len(a) > 1 {
+				sent = append(sent, fmt.Sprint(a[0], " ", a[1]))
+			}
+		}
+		p.mu.Lock()
+		p.sent = append(p.sent, sent)
+		p.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+// with returns the pipelines that sent a command of name on a key that
+// starts with prefix.
+func (p *pipelines) with(name, prefix string) [][]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out [][]string
+	for _, cmds := range p.sent {
+		if slices.ContainsFunc(cmds, func(c string) bool { return strings.HasPrefix(c, name+" "+prefix) }) {
+			out = append(out, cmds)
+		}
+	}
+	return out
+}
+
+// A create tells both caches of its commit in one round trip: the
+// invalidations of what it changed (its board's and its author's counts
+// grew) and its owner for the owner cache go in one pipeline, before the
+// create returns.
+func TestCreateTellsTheCachesInOneRoundTrip(t *testing.T) {
+	s, _ := openTest(t)
+	ann := mustUser(t, s, "ann")
+	board := mustBoard(t, s, ann)
+	if _, err := s.Get(ctx, board, idcodec.TypeBoard); err != nil { // cached
+		t.Fatal(err)
+	}
+	p := &pipelines{}
+	s.redis.AddHook(p)
+	pin, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(board), Link: "https://example.com/a"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := p.with("hset", s.cfg.Redis.Prefix)
+	if len(sets) != 1 {
+		t.Fatalf("%d pipelines set owners during the create, want 1: %v", len(sets), sets)
+	}
+	for _, dropped := range []uint64{board, ann} {
+		if key := "del " + s.cfg.ObjectCache.Prefix + strconv.FormatUint(dropped, 10); !slices.Contains(sets[0], key) {
+			t.Errorf("the pipeline that set the pin's owner, %v, does not invalidate %d (%q)", sets[0], dropped, key)
+		}
+	}
+	if owners, err := s.ownerCache.Get(ctx, []uint64{pin.ID}); err != nil || owners[0] != ann {
+		t.Errorf("the owner cache holds %v, %v for the pin; want ann (%d)", owners, err, ann)
+	}
+	if n, err := s.redis.Exists(ctx, s.cfg.ObjectCache.Prefix+strconv.FormatUint(board, 10)).Result(); err != nil || n != 0 {
+		t.Errorf("the board's entry: %d keys (%v) after the create, want it dropped", n, err)
 	}
 }

@@ -25,9 +25,8 @@ type core struct {
 	readStats *pointread.Stats // reads by id of every pool's queue (topology.Pool)
 	edgeStats *edgeread.Stats  // edge checks of every pool's queue
 
-	redis      redis.UniversalClient // nil when the cache is disabled
-	ownerCache *ownercache.Cache
-	owners     *ownercache.Guard // nil when the cache is disabled
+	redis  redis.UniversalClient // nil when the cache is disabled
+	owners *ownercache.Guard     // nil when the cache is disabled
 }
 
 // openCache connects the owner cache. A Redis that is down is not an

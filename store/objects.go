@@ -52,7 +52,8 @@ type Objects struct {
 // owner, and adds it to board_pins and user_pins in the same transaction,
 // with its feed fan-out recorded as due in feed_outbox (an author at or
 // above the pull threshold is pulled instead: no fan-out, see pullOrPush);
-// then it caches the owner and queues the fan-out. The pin carries its
+// the owner cache learns its owner with the commit's invalidations
+// (committed), and the fan-out is queued. The pin carries its
 // board's secret flag. With a section_id, the pin goes in that section of
 // the board too (EInvalid when it is another board's section, ENotFound
 // when it is not live). actor, when not 0, is the user the request acts as:
@@ -108,6 +109,7 @@ func (s *Objects) createPin(ctx context.Context, op string, doc model.PinDoc, ac
 		if err != nil {
 			return obj, false, err
 		}
+		tx.CacheOwner(obj.ID, uint64(doc.OwnerID))
 		if pulled, newlyPulled, err = s.feeds.pullOrPush(ctx, tx, sh, obj.ID, uint64(doc.OwnerID), followers, seq, at); err != nil {
 			return obj, false, err
 		}
@@ -119,7 +121,6 @@ func (s *Objects) createPin(ctx context.Context, op string, doc model.PinDoc, ac
 		return obj, true, nil
 	})
 	if err == nil && created {
-		s.owners.Set(ctx, obj.ID, uint64(doc.OwnerID))
 		switch {
 		case newlyPulled:
 			s.feed.Enqueue(fanout.Job{Author: uint64(doc.OwnerID), Pull: true})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/ownercache"
 	"github.com/pinstore/pinstore/store/pointread"
 	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardsql"
@@ -21,10 +22,13 @@ import (
 // whose changes leave the object cache before they return (route.go), and
 // picks the pool each read uses (replicas.go). core embeds it.
 type shards struct {
-	cfg      Config
-	router   *topology.Router
-	objects  *objectCache      // off when Redis or the object cache is disabled
-	replicas *replicas.Tracker // replica lag and the pool each read uses (replicas.go)
+	cfg     Config
+	router  *topology.Router
+	objects *objectCache // off when Redis or the object cache is disabled
+	// ownerCache learns the pins a transaction created (cache.go); nil
+	// when Redis is disabled.
+	ownerCache *ownercache.Cache
+	replicas   *replicas.Tracker // replica lag and the pool each read uses (replicas.go)
 }
 
 // route checks id (model.CheckID) and returns its shard's route in the
@@ -66,8 +70,9 @@ func (s *shards) deadline(ctx context.Context) (context.Context, context.CancelF
 // for sh's shard: while a move switches the shard it waits for the new
 // map (the write buffer) and then runs on the new host, or fails with
 // EMoving after the buffer window. fn must use sh for its database name
-// only. The objects fn's statements changed lose their cached copies
-// before inTx returns (cache.go).
+// only. The objects fn's statements changed lose their cached copies,
+// and the owner cache learns the pins it created, before inTx returns
+// (cache.go).
 func (s *shards) inTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
 	sh, release, err := s.enterShard(ctx, op, sh.N)
 	if err != nil {
@@ -112,9 +117,7 @@ func (s *shards) txOn(ctx context.Context, op string, sh topology.Shard, fn func
 	if err := c.Commit(ctx, t); err != nil { // with the statements queued, and the GTID when the token wants it
 		return classify(op, sh, err)
 	}
-	if touched := t.Touched(); token != 0 && len(touched) > 0 {
-		s.objects.invalidate(ctx, sh.DB, touched, token) // before the write is acknowledged
-	}
+	s.committed(ctx, sh.DB, t, token) // before the write is acknowledged
 	return nil
 }
 

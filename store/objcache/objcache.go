@@ -308,21 +308,40 @@ func (c *Cache) Fill(ctx context.Context, objs []model.Object, leases map[uint64
 // when Redis did not take every delete. Every invalidation (after a
 // commit, resent, swept) goes through it, so none leaves edges behind.
 func (c *Cache) Invalidate(ctx context.Context, ids ...uint64) error {
+	return c.InvalidateWith(ctx, nil, ids...)
+}
+
+// InvalidateWith is Invalidate that also sends, in the same round trip,
+// the commands also queues on its pipeline (another cache's writes after
+// the same commit); also's func runs once the pipeline is sent, to read
+// their results. The error is the invalidation's alone.
+func (c *Cache) InvalidateWith(ctx context.Context, also func(ctx context.Context, pipe redis.Pipeliner) (sent func()), ids ...uint64) error {
 	if len(ids) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.wait)
 	defer cancel()
 	pipe := c.client.Pipeline()
+	dels := make([]*redis.IntCmd, 0, 2*len(ids))
 	for _, id := range ids {
-		pipe.Del(ctx, c.key(id))
+		dels = append(dels, pipe.Del(ctx, c.key(id)))
 		if c.edgeOwners == nil || c.edgeOwners(id) {
-			pipe.Del(ctx, c.edgeKey(id)) // another key: on a Redis Cluster, perhaps another node
+			dels = append(dels, pipe.Del(ctx, c.edgeKey(id))) // another key: on a Redis Cluster, perhaps another node
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		c.errs.Inc()
-		return err
+	var sent func()
+	if also != nil {
+		sent = also(ctx, pipe)
+	}
+	_, _ = pipe.Exec(ctx) // every command carries its own error
+	if sent != nil {
+		sent()
+	}
+	for _, del := range dels {
+		if err := del.Err(); err != nil {
+			c.errs.Inc()
+			return err
+		}
 	}
 	return nil
 }

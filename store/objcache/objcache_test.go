@@ -42,6 +42,7 @@ var protocol = []struct {
 	{"InvalidationRefusesAStaleFill", testInvalidationRefusesAStaleFill},
 	{"GetOneIsGetOfOne", testGetOneIsGetOfOne},
 	{"TTLAndMany", testTTLAndMany},
+	{"InvalidateWithOthersWrites", testInvalidateWithOthersWrites},
 	{"CoalescedReadsAnswerEachCaller", testCoalescedReadsAnswerEachCaller},
 	{"EdgesFillUnderTheirGeneration", testEdgesFillUnderTheirGeneration}, // edges_test.go
 	{"EdgesGoWithTheirObject", testEdgesGoWithTheirObject},
@@ -274,6 +275,37 @@ func testTTLAndMany(t *testing.T, newCache newCacheFunc) {
 	time.Sleep(400 * time.Millisecond)
 	if hits, _, _ := c.Get(ctx, ids); len(hits) != 0 {
 		t.Fatalf("%d entries outlived their TTL", len(hits))
+	}
+}
+
+// InvalidateWith sends another cache's writes in the invalidation's round
+// trip and lets them read their results once it is sent; their failure
+// is theirs, not the invalidation's.
+func testInvalidateWithOthersWrites(t *testing.T, newCache newCacheFunc) {
+	c, client := newCache(t, Options{})
+	ids := fillPins(t, c, 300, 20) // on every node of a cluster
+	str, hash := c.prefix+"other:str", c.prefix+"other:hash"
+	if err := client.Set(ctx, str, "a string", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var wrong, right error
+	calls := 0
+	err := c.InvalidateWith(ctx, func(ctx context.Context, pipe redis.Pipeliner) func() {
+		bad := pipe.HSet(ctx, str, "f", "v") // WRONGTYPE: str holds a string
+		good := pipe.HSet(ctx, hash, "f", "v")
+		return func() { calls++; wrong, right = bad.Err(), good.Err() }
+	}, ids...)
+	if err != nil {
+		t.Fatalf("InvalidateWith: %v; another cache's failed write is not the invalidation's", err)
+	}
+	if calls != 1 || wrong == nil || right != nil {
+		t.Errorf("also's func called %d times, saw %v and %v; want once, after the round trip: WRONGTYPE, then nil", calls, wrong, right)
+	}
+	if v, err := client.HGet(ctx, hash, "f").Result(); err != nil || v != "v" {
+		t.Errorf("the other cache's write: %q, %v", v, err)
+	}
+	if hits, _, err := c.Get(ctx, ids); err != nil || len(hits) != 0 {
+		t.Errorf("%d of %d entries left after InvalidateWith (%v)", len(hits), len(ids), err)
 	}
 }
 

@@ -38,14 +38,6 @@ func (g *Guard) Close() {
 	}
 }
 
-// Set writes one pair that was just committed to the source of truth. A
-// failure only costs a later miss.
-func (g *Guard) Set(ctx context.Context, pin, owner uint64) {
-	if g != nil {
-		_ = g.cache.Set(ctx, map[uint64]uint64{pin: owner})
-	}
-}
-
 // Drop removes deleted pins from the cache and reports whether Redis
 // failed to take the deletes; those are retried in the background and
 // bypass the cache meanwhile. A caller that must not lose the delete

@@ -330,6 +330,18 @@ func (c *Cache) Get(ctx context.Context, pins []uint64) ([]uint64, error) {
 // it returns a *model.Error with code model.EUnavailable; some buckets may
 // have been written, which is harmless since every pair is true.
 func (c *Cache) Set(ctx context.Context, pairs map[uint64]uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	pipe := c.client.Pipeline()
+	sent := c.QueueSet(ctx, pipe, pairs)
+	_, _ = pipe.Exec(ctx) // every command carries its own error
+	return sent()
+}
+
+// QueueSet queues Set's writes on pipe, a pipeline of the cache's client
+// that the caller sends (with other commands, in the same round trip) and
+// bounds; sent, called once it is sent, returns what Set would have.
+func (c *Cache) QueueSet(ctx context.Context, pipe redis.Pipeliner, pairs map[uint64]uint64) (sent func() error) {
 	const op = "ownercache.Set"
 	pins := make([]uint64, 0, len(pairs))
 	vb := make([]byte, 0, len(pairs)*6)
@@ -344,7 +356,7 @@ func (c *Cache) Set(ctx context.Context, pairs map[uint64]uint64) error {
 	}
 	b := c.newBatch(pins)
 	if len(b.groups) == 0 {
-		return nil
+		return func() error { return nil }
 	}
 	vals := string(vb)
 	value := func(i int) any {
@@ -354,16 +366,16 @@ func (c *Cache) Set(ctx context.Context, pairs map[uint64]uint64) error {
 		}
 		return vals[start:end[i]]
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-
-	pipe := c.client.Pipeline()
-	c.queue(ctx, pipe, "hset", &b, pins, value)
-	if _, err := pipe.Exec(ctx); err != nil {
-		c.fails.WithLabelValues("set").Inc()
-		return unavailable(op, err)
+	cmds := c.queue(ctx, pipe, "hset", &b, pins, value)
+	return func() error {
+		for _, cmd := range cmds {
+			if err := cmd.Err(); err != nil {
+				c.fails.WithLabelValues("set").Inc()
+				return unavailable(op, err)
+			}
+		}
+		return nil
 	}
-	return nil
 }
 
 // Delete removes pins from the cache in one round trip (a pipeline of one
