@@ -133,11 +133,10 @@ func newToken() uint64 {
 func (s *shards) committed(ctx context.Context, db shardsql.DB, t *shardsql.Tx, token uint64) {
 	ctx = context.WithoutCancel(ctx) // the caches must hear of a commit whatever became of its request
 	touched, owners := t.Touched(), t.Owners()
-	var setOwners func(context.Context, redis.Pipeliner) func()
+	var setOwners func(context.Context, redis.Pipeliner) func() error
 	if len(owners) > 0 && s.ownerCache != nil {
-		setOwners = func(ctx context.Context, pipe redis.Pipeliner) func() {
-			sent := s.ownerCache.QueueSet(ctx, pipe, owners)
-			return func() { _ = sent() }
+		setOwners = func(ctx context.Context, pipe redis.Pipeliner) func() error {
+			return s.ownerCache.QueueSet(ctx, pipe, owners)
 		}
 	}
 	switch {
@@ -152,7 +151,7 @@ func (s *shards) committed(ctx context.Context, db shardsql.DB, t *shardsql.Tx, 
 // on db whose cache_outbox rows carry token; also, when not nil, queues
 // other writes to Redis to go in the same round trip
 // (objcache.Cache.InvalidateWith).
-func (oc *objectCache) invalidate(ctx context.Context, db shardsql.DB, ids []uint64, token uint64, also func(context.Context, redis.Pipeliner) func()) {
+func (oc *objectCache) invalidate(ctx context.Context, db shardsql.DB, ids []uint64, token uint64, also func(context.Context, redis.Pipeliner) func() error) {
 	err := oc.cache.InvalidateWith(ctx, also, ids...)
 	oc.mu.Lock()
 	defer oc.mu.Unlock()

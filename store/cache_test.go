@@ -13,11 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/model"
-	"github.com/redis/go-redis/v9"
 )
 
 // rename edits a user's display name and returns the acknowledged version.

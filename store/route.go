@@ -22,12 +22,10 @@ import (
 // whose changes leave the object cache before they return (route.go), and
 // picks the pool each read uses (replicas.go). core embeds it.
 type shards struct {
-	cfg     Config
-	router  *topology.Router
-	objects *objectCache // off when Redis or the object cache is disabled
-	// ownerCache learns the pins a transaction created (cache.go); nil
-	// when Redis is disabled.
-	ownerCache *ownercache.Cache
+	cfg        Config
+	router     *topology.Router
+	objects    *objectCache      // off when Redis or the object cache is disabled
+	ownerCache *ownercache.Cache // learns the pins a transaction created (cache.go); nil when Redis is disabled
 	replicas   *replicas.Tracker // replica lag and the pool each read uses (replicas.go)
 }
 

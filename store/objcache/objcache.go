@@ -313,9 +313,10 @@ func (c *Cache) Invalidate(ctx context.Context, ids ...uint64) error {
 
 // InvalidateWith is Invalidate that also sends, in the same round trip,
 // the commands also queues on its pipeline (another cache's writes after
-// the same commit); also's func runs once the pipeline is sent, to read
-// their results. The error is the invalidation's alone.
-func (c *Cache) InvalidateWith(ctx context.Context, also func(ctx context.Context, pipe redis.Pipeliner) (sent func()), ids ...uint64) error {
+// the same commit, such as ownercache.Cache.QueueSet); also's func runs
+// once the pipeline is sent, to read their results, and its error is its
+// own to report. The error returned is the invalidation's alone.
+func (c *Cache) InvalidateWith(ctx context.Context, also func(ctx context.Context, pipe redis.Pipeliner) (sent func() error), ids ...uint64) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -329,13 +330,13 @@ func (c *Cache) InvalidateWith(ctx context.Context, also func(ctx context.Contex
 			dels = append(dels, pipe.Del(ctx, c.edgeKey(id))) // another key: on a Redis Cluster, perhaps another node
 		}
 	}
-	var sent func()
+	var sent func() error
 	if also != nil {
 		sent = also(ctx, pipe)
 	}
 	_, _ = pipe.Exec(ctx) // every command carries its own error
 	if sent != nil {
-		sent()
+		_ = sent()
 	}
 	for _, del := range dels {
 		if err := del.Err(); err != nil {

@@ -290,10 +290,10 @@ func testInvalidateWithOthersWrites(t *testing.T, newCache newCacheFunc) {
 	}
 	var wrong, right error
 	calls := 0
-	err := c.InvalidateWith(ctx, func(ctx context.Context, pipe redis.Pipeliner) func() {
+	err := c.InvalidateWith(ctx, func(ctx context.Context, pipe redis.Pipeliner) func() error {
 		bad := pipe.HSet(ctx, str, "f", "v") // WRONGTYPE: str holds a string
 		good := pipe.HSet(ctx, hash, "f", "v")
-		return func() { calls++; wrong, right = bad.Err(), good.Err() }
+		return func() error { calls++; wrong, right = bad.Err(), good.Err(); return wrong }
 	}, ids...)
 	if err != nil {
 		t.Fatalf("InvalidateWith: %v; another cache's failed write is not the invalidation's", err)
