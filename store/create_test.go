@@ -2,11 +2,17 @@ package store
 
 import (
 	"context"
+	"net"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
+
 	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/model"
 )
 
@@ -99,5 +105,96 @@ func TestCreateWaitsNoLongerThanTheQueryTimeout(t *testing.T) {
 	}
 	if got := all(t, s, model.BoardPins, board, 10, true); !slices.Equal(got, []uint64{pin.ID}) {
 		t.Fatalf("the board's pins %v, want the one created after the hold", got)
+	}
+}
+
+// texts records the statement texts pinstore's pools send on connections
+// dialled through the "recorded" network, one entry a round trip.
+var texts struct {
+	sync.Mutex
+	sent []string
+}
+
+func init() {
+	mysql.RegisterDialContext("recorded", func(ctx context.Context, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		return recordedConn{c}, err
+	})
+}
+
+type recordedConn struct{ net.Conn }
+
+func (c recordedConn) Write(b []byte) (int, error) {
+	texts.Lock()
+	texts.sent = append(texts.sent, string(b))
+	texts.Unlock()
+	return c.Conn.Write(b)
+}
+
+// A pin's create is two round trips to its shard: the board's read, which
+// opens the transaction and brings the author's follower count, then the
+// insert with everything that names the new pin and the COMMIT, which
+// reads the pin's id back. The pin it answers with is the one stored, on
+// its lists and in the owner cache.
+func TestCreatePinIsTwoRoundTrips(t *testing.T) {
+	cfg, err := mysql.ParseDSN(testenv.MySQLDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := openTest(t, "root@recorded("+cfg.Addr+")/")
+	ann := mustUser(t, s, "ann")
+	board := mustBoard(t, s, ann)
+	sh, _, _ := s.route("", board, idcodec.TypeBoard)
+	texts.Lock()
+	texts.sent = nil
+	texts.Unlock()
+	pin, err := s.CreatePin(ctx, model.PinDoc{BoardID: model.ID(board), Link: "https://example.com/p"}, ann)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts.Lock()
+	sent := slices.Clone(texts.sent)
+	texts.Unlock()
+	insert := "INSERT INTO " + sh.Name + ".pins "
+	var opened, inserted []string
+	for _, q := range sent {
+		if strings.Contains(q, "START TRANSACTION") && strings.Contains(q, sh.Name+".boards") {
+			opened = append(opened, q)
+		}
+		if strings.Contains(q, insert) {
+			inserted = append(inserted, q)
+		}
+	}
+	if len(opened) != 1 || !strings.Contains(opened[0], "LOCK IN SHARE MODE") || !strings.Contains(opened[0], "mapping_counts") {
+		t.Fatalf("texts opening the create's transaction with the board's read: %q", opened)
+	}
+	if len(inserted) != 1 {
+		t.Fatalf("%d texts insert the pin, want 1: %q", len(inserted), inserted)
+	}
+	q := inserted[0]
+	for _, part := range []string{sh.Name + ".board_pins", sh.Name + ".user_pins", sh.Name + ".feed_outbox", "COMMIT", "SELECT @new_id"} {
+		if !strings.Contains(q, part) {
+			t.Errorf("the text with the pin's insert lacks %q: %s", part, q)
+		}
+	}
+	var between int
+	for _, q := range sent[slices.Index(sent, opened[0])+1 : slices.Index(sent, inserted[0])] {
+		if strings.Contains(q, sh.Name+".") {
+			between++
+		}
+	}
+	if between != 0 {
+		t.Errorf("%d texts to the shard between the board's read and the insert", between)
+	}
+
+	got, err := s.Get(ctx, pin.ID, idcodec.TypePin)
+	if err != nil || string(got.Doc) != string(pin.Doc) || got.Version != 1 {
+		t.Fatalf("the pin answered %d %s; stored %+v, %v", pin.ID, pin.Doc, got, err)
+	}
+	if n := count(t, s, model.BoardPins, board); n != 1 {
+		t.Errorf("the board counts %d pins, want 1", n)
+	}
+	if owners, err := s.ownerCache.Get(ctx, []uint64{pin.ID}); err != nil || len(owners) != 1 || owners[0] != ann {
+		t.Errorf("the owner cache holds %v, %v for the pin; want ann (%d)", owners, err, ann)
 	}
 }

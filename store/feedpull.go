@@ -38,12 +38,12 @@ import (
 // ever pulled, every live pin of theirs.
 
 // pullOrPush records, in a new pin's create transaction on its author's
-// shard, how the pin reaches feeds: pushed (its feed_outbox row) or
-// pulled (the author in feed_pull_authors; newly reports that this pin
-// made the record, so its followers must be told). n is the author's
-// follower count as the transaction read it without a lock (with the
-// pin's insert: shardsql.InsertObjectCount).
-func (s *Feeds) pullOrPush(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, pin, author uint64, n, seq int64, at time.Time) (pulled, newly bool, err error) {
+// shard, how the pin (the object tx inserted) reaches feeds: pushed (its
+// feed_outbox row) or pulled (the author in feed_pull_authors; newly
+// reports that this pin made the record, so its followers must be told).
+// n is the author's follower count as the transaction read it without a
+// lock (with the pin's board: shardsql.ReadBoardOwnerCounted).
+func (s *Feeds) pullOrPush(ctx context.Context, tx *shardsql.Tx, sh topology.Shard, author uint64, n, seq int64, at time.Time) (pulled, newly bool, err error) {
 	if n >= s.cfg.FeedPullThreshold {
 		// Pulled: read it again under a shared lock, so a follow counted
 		// meanwhile either commits first (and this pin's Pull job, which
@@ -55,7 +55,7 @@ func (s *Feeds) pullOrPush(ctx context.Context, tx *shardsql.Tx, sh topology.Sha
 		return false, false, err
 	}
 	if n < s.cfg.FeedPullThreshold {
-		return false, false, shardsql.InsertOutbox(ctx, tx, sh.DB, pin, author, seq, at)
+		return false, false, shardsql.InsertOutbox(ctx, tx, sh.DB, author, seq, at)
 	}
 	newly, err = shardsql.MarkPulled(ctx, tx, sh.DB, author, seq)
 	return true, newly, err

@@ -238,7 +238,11 @@ func replayOf(op string, k *model.Idempotency, out shardsql.Outcome) error {
 // transaction, so the create and its replay commit together or neither
 // does. A retry with the key gets model.ErrReplayed, with the key's
 // Replay set to the outcome. first, when not nil, runs before the
-// transaction (under the claim): a check on another shard.
+// transaction (under the claim): a check on another shard. An object
+// build returns with no ID is the one its transaction inserted
+// (insertMember), whose ID the commit reads (shardsql.Tx.Inserted); the
+// key's outcome names it, so with a key it is read before, at the cost
+// of a round trip.
 func (s *Keys) create(ctx context.Context, op string, sh topology.Shard, first func() error, build func(tx *shardsql.Tx) (model.Object, bool, error)) (obj model.Object, created bool, err error) {
 	err = s.keyed(ctx, op, sh, func(kc *keyClaim) error {
 		if first != nil {
@@ -246,13 +250,23 @@ func (s *Keys) create(ctx context.Context, op string, sh topology.Shard, first f
 				return err
 			}
 		}
-		return s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
+		var tx *shardsql.Tx
+		err := s.inTx(ctx, op, sh, func(t *shardsql.Tx) error {
 			var err error
-			if obj, created, err = build(tx); err != nil {
+			if obj, created, err = build(t); err != nil {
 				return err
 			}
-			return kc.record(ctx, tx, op, model.Outcome{Object: obj, Created: created})
+			if tx = t; obj.ID == 0 && kc != nil {
+				if obj.ID, err = t.InsertedID(ctx); err != nil {
+					return err
+				}
+			}
+			return kc.record(ctx, t, op, model.Outcome{Object: obj, Created: created})
 		})
+		if err == nil && obj.ID == 0 {
+			obj.ID = tx.Inserted()
+		}
+		return err
 	})
 	return obj, created, err
 }

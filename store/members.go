@@ -48,25 +48,21 @@ type newObject struct {
 }
 
 // insertMember inserts o on sh and adds it to every list its type
-// declares it a member of, with their counts and secret counts, in tx:
-// the insert is one round trip, the lists' statements go with the
-// transaction's next one. With count set, the insert also reads the
-// length of that list (a pin's create learns its author's followers, see
-// pullOrPush) as n.
-func insertMember(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, o newObject, count *shardsql.ListRef) (obj model.Object, n int64, err error) {
+// declares it a member of, with their counts and secret counts, in tx.
+// None of it costs a round trip of its own: the insert and the lists'
+// statements go with the transaction's next statement or its COMMIT, and
+// name the new object as shardsql.NewObject. The object returned has no ID
+// yet: the commit learns it (shardsql.Tx.Inserted), or InsertedID does at
+// once for a caller that must name it in a value.
+func insertMember(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, o newObject) (model.Object, error) {
 	t, ok := model.TypeOf(o.typ)
 	if !ok {
-		return model.Object{}, 0, model.Wrap(op, model.EInternal, "undeclared type "+o.typ.String(), nil)
+		return model.Object{}, model.Wrap(op, model.EInternal, "undeclared type "+o.typ.String(), nil)
 	}
-	flags := model.FlagsOf(o.d)
-	if count != nil {
-		obj, n, err = shardsql.InsertObjectCount(ctx, tx, sh.DB, o.typ, o.raw, flags, o.at, *count)
-	} else {
-		obj, err = shardsql.InsertObject(ctx, tx, sh.DB, o.typ, o.raw, flags, o.at)
-	}
+	obj, err := shardsql.InsertNew(ctx, tx, sh.DB, o.typ, o.raw, model.FlagsOf(o.d), o.at)
 	if err != nil {
-		return obj, 0, err
+		return obj, err
 	}
 	lists, secret := memberships(t, o.d)
-	return obj, n, shardsql.AddEdges(ctx, tx, sh.DB, obj.ID, o.seq, lists, secret)
+	return obj, shardsql.AddEdges(ctx, tx, sh.DB, shardsql.NewObject, o.seq, lists, secret)
 }

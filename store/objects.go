@@ -82,7 +82,8 @@ func (s *Objects) createPin(ctx context.Context, op string, doc model.PinDoc, ac
 	var seq int64
 	var pulled, newlyPulled bool
 	obj, created, err = s.keys.create(ctx, op, sh, nil, func(tx *shardsql.Tx) (model.Object, bool, error) {
-		bd, err := adopt(ctx, tx, op, sh, t, boardLocal, &doc, actor, shardsql.ShareLock)
+		// The author's follower count comes with the board (pullOrPush).
+		bd, followers, err := adopt(ctx, tx, op, sh, t, boardLocal, &doc, actor, shardsql.ShareLock, model.UserFollowers)
 		if err != nil {
 			return model.Object{}, false, err
 		}
@@ -104,16 +105,19 @@ func (s *Objects) createPin(ctx context.Context, op string, doc model.PinDoc, ac
 		}
 		at := shardsql.Now()
 		seq = shardsql.Sequence(at)
-		// The author's follower count comes with the insert (pullOrPush).
-		obj, followers, err := insertMember(ctx, tx, op, sh, newObject{idcodec.TypePin, &doc, b, at, seq}, &shardsql.ListRef{M: model.UserFollowers, From: uint64(doc.OwnerID)})
+		obj, err := insertMember(ctx, tx, op, sh, newObject{idcodec.TypePin, &doc, b, at, seq})
 		if err != nil {
 			return obj, false, err
 		}
-		tx.CacheOwner(obj.ID, uint64(doc.OwnerID))
-		if pulled, newlyPulled, err = s.feeds.pullOrPush(ctx, tx, sh, obj.ID, uint64(doc.OwnerID), followers, seq, at); err != nil {
+		tx.CacheOwner(uint64(doc.OwnerID))
+		if pulled, newlyPulled, err = s.feeds.pullOrPush(ctx, tx, sh, uint64(doc.OwnerID), followers, seq, at); err != nil {
 			return obj, false, err
 		}
 		if save != nil {
+			// A save's rows name the pin by value: its id is read now.
+			if obj.ID, err = tx.InsertedID(ctx); err != nil {
+				return obj, false, err
+			}
 			if err := save.after(tx, sh, obj.ID, at); err != nil {
 				return obj, false, err
 			}

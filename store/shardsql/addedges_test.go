@@ -26,7 +26,7 @@ func countRow(t *testing.T, pool *sqlx.DB, db shardsql.DB, from uint64, key uint
 func addEdges(t *testing.T, pool *sqlx.DB, db shardsql.DB, to uint64, lists, secret []shardsql.ListRef) (int64, error) {
 	t.Helper()
 	_, tx, before := begin(t, pool, sql.LevelDefault)
-	if err := shardsql.AddEdges(ctx, tx, db, to, 5, lists, secret); err != nil {
+	if err := shardsql.AddEdges(ctx, tx, db, shardsql.RefTo(to), 5, lists, secret); err != nil {
 		t.Fatal(err)
 	}
 	err := tx.Commit(ctx)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -15,8 +16,8 @@ import (
 // either: Begin queues the START (after a SET TRANSACTION for another
 // isolation level) to go with the transaction's first statement, and
 // Commit sends the queued statements and the COMMIT as one text. A create
-// that reads one row, inserts and commits is three round trips, not five;
-// a transaction of queued statements alone (a feed fan-out) is one.
+// that reads one row, inserts (InsertNew) and commits is two round trips,
+// not five; a transaction of queued statements alone (a feed fan-out) is one.
 //
 // database/sql does not know of a transaction opened this way, so the Tx
 // keeps its connection to itself until Rollback: a transaction that did
@@ -77,11 +78,12 @@ func BeginOn(ctx context.Context, db *sqlx.DB, iso sql.IsolationLevel) (*Tx, err
 }
 
 // Commit sends the queued statements (with the cache_outbox marks) and
-// the COMMIT, in one round trip. A transaction that never sent a
-// statement and has none queued commits without one. On an error the
-// transaction is not committed, unless the error is of the connection
-// itself during the COMMIT (then, as with any commit, whether it did is
-// unknown); Rollback undoes the rest.
+// the COMMIT, in one round trip, and reads there the id of the object
+// InsertNew inserted if t has not read it yet. A transaction that never
+// sent a statement and has none queued commits without one. On an error
+// the transaction is not committed, unless the error is of the connection
+// itself during the COMMIT or the read of the new id after it (then, as
+// with any commit, whether it did is unknown); Rollback undoes the rest.
 func (t *Tx) Commit(ctx context.Context) error {
 	if t.state == txDone {
 		return errTxDone
@@ -91,6 +93,9 @@ func (t *Tx) Commit(ctx context.Context) error {
 		t.state = txDone
 		return nil
 	}
+	if t.idDue() {
+		return t.CommitReading(ctx, "")
+	}
 	q, a := t.commitText("")
 	if _, err := t.conn.ExecContext(t.run(ctx), q, a...); err != nil {
 		return err
@@ -99,22 +104,37 @@ func (t *Tx) Commit(ctx context.Context) error {
 	return nil
 }
 
-// CommitReading is Commit with query, a read of one row, sent after the
-// COMMIT in the same text, its columns scanned into dest: what the
-// session knows of the transaction just committed (its GTID), a read that
-// fails only with its connection. A row that does not scan leaves dest as
-// it was; the commit stands.
+// CommitReading is Commit with query (when not ""), a read of one row,
+// sent after the COMMIT in the same text, its columns scanned into dest:
+// what the session knows of the transaction just committed (its GTID), a
+// read that fails only with its connection. A row that does not scan
+// leaves dest as it was; the commit stands.
 func (t *Tx) CommitReading(ctx context.Context, query string, dest ...any) error {
 	if t.state == txDone {
 		return errTxDone
 	}
-	q, a := t.commitText("; " + query)
+	var tail string
+	if t.idDue() {
+		tail = "; SELECT " + newIDVar // its own result set, before query's
+	}
+	if query != "" {
+		tail += "; " + query
+	}
+	q, a := t.commitText(tail)
 	rows, err := t.conn.QueryContext(t.run(ctx), q, a...)
 	if err != nil {
 		return err // the COMMIT or a statement before it failed
 	}
 	defer rows.Close()
 	t.state = txDone
+	if t.idDue() {
+		if err := t.inserted.scanInserted(rows); err != nil {
+			return fmt.Errorf("shardsql: the new id after the commit: %w", err)
+		}
+		if query == "" || !rows.NextResultSet() {
+			return nil
+		}
+	}
 	if rows.Next() {
 		_ = rows.Scan(dest...)
 	}

@@ -39,6 +39,8 @@ func Classify(op, host string, err error) error {
 			// The api refuses such bodies first; this keeps anything it
 			// misses a client error rather than a 500.
 			return model.Wrap(op, model.EInvalid, "the database refused the document (invalid text or JSON it cannot store)", err)
+		case errNoIDsLeft: // a queued insert's local id past an ID's 36 bits (InsertNew)
+			return model.Wrap(op, model.EShardFull, myErr.Message, err)
 		case 1205, 1213: // lock wait timeout, deadlock
 			return model.Wrap(op, model.EUnavailable, "the write conflicted with another; retry", err)
 		case 1040, 1203, 1226, 1290, 1836, 2002, 2003, 2006, 2013: // too many connections, read-only, …

@@ -38,7 +38,7 @@ var (
 	pinsSince = declare("(SELECT to_id, sequence FROM {db}." + model.UserPins.Table() + " WHERE from_id = ? ORDER BY sequence DESC, to_id DESC LIMIT ?)" +
 		" UNION (SELECT to_id, sequence FROM {db}." + model.UserPins.Table() + " WHERE from_id = ? AND sequence >= ?)")
 	listedAmong      = perMapping("SELECT to_id FROM {db}.{table} WHERE from_id = ? AND to_id IN (")
-	insertOutbox     = declare("INSERT INTO {db}.feed_outbox (pin_id, author_id, sequence, created_at) VALUES (?, ?, ?, ?)")
+	insertOutbox     = declare("INSERT INTO {db}.feed_outbox (pin_id, author_id, sequence, created_at) VALUES (" + newIDVar + ", ?, ?, ?)")
 	markOutboxRemove = declare("INSERT INTO {db}.feed_outbox (pin_id, author_id, sequence, created_at, remove) VALUES (?, ?, 0, UTC_TIMESTAMP(6), 1)" +
 		" ON DUPLICATE KEY UPDATE remove = 1, created_at = VALUES(created_at)")
 	deleteOutbox = declare("DELETE FROM {db}.feed_outbox WHERE remove = ? AND pin_id IN (")
@@ -244,10 +244,13 @@ type OutboxRow struct {
 	Remove      bool
 }
 
-// InsertOutbox records a new pin's fan-out as due, in the pin's create
-// transaction.
-func InsertOutbox(ctx context.Context, x sqlx.ExecerContext, db DB, pin, author uint64, seq int64, at time.Time) error {
-	return later(ctx, x, db.sql(insertOutbox), pin, author, seq, at)
+// InsertOutbox records the fan-out of the pin t inserted (InsertNew) as
+// due, in its create transaction t.
+func InsertOutbox(ctx context.Context, t *Tx, db DB, author uint64, seq int64, at time.Time) error {
+	if err := t.insertedNamed(); err != nil {
+		return err
+	}
+	return later(ctx, t, db.sql(insertOutbox), author, seq, at)
 }
 
 // MarkOutboxRemove records a deleted pin's removal from feeds as due, in

@@ -18,6 +18,7 @@ var (
 	deleteEdge    = perMapping("DELETE FROM {db}.{table} WHERE from_id = ? AND to_id = ?")
 	raiseCount    = declare("INSERT INTO {db}.mapping_counts (from_id, mapping, n) VALUES (?, ?, 1) ON DUPLICATE KEY UPDATE n = n + 1")
 	insertNewEdge = perMapping("INSERT INTO {db}.{table} (from_id, to_id, sequence) VALUES (?, ?, ?)")
+	insertNewVar  = perMapping("INSERT INTO {db}.{table} (from_id, to_id, sequence) VALUES (?, " + newIDVar + ", ?)")
 	addCounts     = declare("INSERT INTO {db}.mapping_counts (from_id, mapping, n) VALUES ")
 	lowerCount    = declare("UPDATE {db}.mapping_counts SET n = n - 1 WHERE from_id = ? AND mapping = ?")
 	addCount      = declare("INSERT INTO {db}.mapping_counts (from_id, mapping, n) VALUES (?, ?, ?)" + addCountsEnd)
@@ -86,7 +87,8 @@ type ListRef struct {
 	From uint64
 }
 
-// AddEdges adds to, an object its transaction has just inserted, at seq
+// AddEdges adds to, an object its transaction has just inserted (as a
+// rule NewObject, the insert still queued with these statements), at seq
 // to each of lists (a new pin joins its board's and owner's lists in its
 // create transaction), and counts it: each list's count rises by one and,
 // for each list in secret too, its count of secret entries
@@ -95,14 +97,18 @@ type ListRef struct {
 // count wrong), and all the counts go in one statement. The statements
 // are queued (later.go), with no round trip of their own; t records every
 // list's owner as changed.
-func AddEdges(ctx context.Context, t *Tx, db DB, to uint64, seq int64, lists, secret []ListRef) error {
+func AddEdges(ctx context.Context, t *Tx, db DB, to Ref, seq int64, lists, secret []ListRef) error {
 	if len(lists) == 0 {
 		return nil
 	}
 	owners := make([]uint64, 0, len(lists))
 	counts := make([]any, 0, 3*(len(lists)+len(secret)))
 	for _, l := range lists {
-		if err := later(ctx, t, db.sql(insertNewEdge.of(l.M)), l.From, to, seq); err != nil {
+		st, err := to.pick(t, insertNewEdge.of(l.M), insertNewVar.of(l.M))
+		if err != nil {
+			return err
+		}
+		if err := later(ctx, t, db.sql(st), append(to.arg([]any{l.From}), seq)...); err != nil {
 			return err
 		}
 		owners = append(owners, l.From)

@@ -66,13 +66,14 @@ func countColumns(b *strings.Builder, typ idcodec.Type, local string, extra mode
 // for every type, every list whose length it may carry besides (extra, 0
 // for none) and, read alone, every Lock.
 var (
-	insertObject = perType("INSERT INTO {db}.{table} (doc, version, created_at, updated_at) VALUES (?, 1, ?, ?)")
-	insertCount  = perType("INSERT INTO {db}.{table} (doc, version, created_at, updated_at) VALUES (?, 1, ?, ?);" +
-		" SELECT LAST_INSERT_ID(), COALESCE((SELECT n FROM {db}.mapping_counts WHERE from_id = ? AND mapping = ?), 0)")
-	readObject    = perTypeLock("SELECT doc, flags, version, created_at, updated_at FROM {db}.{table} WHERE local_id = ?")
-	updateObject  = perType("UPDATE {db}.{table} SET doc = ?, version = version + 1, updated_at = ? WHERE local_id = ?")
-	readCounted   = perTypeExtra(func(typ idcodec.Type, extra model.Mapping) lockStmt { return perLock(countedSQL(typ, extra)) })
-	readObjectsOf = perTypeExtra(func(typ idcodec.Type, extra model.Mapping) stmt { return declare(objectsSQL(typ, extra)) })
+	insertObject   = perType("INSERT INTO {db}.{table} (doc, version, created_at, updated_at) VALUES (?, 1, ?, ?)")
+	readObject     = perTypeLock("SELECT doc, flags, version, created_at, updated_at FROM {db}.{table} WHERE local_id = ?")
+	updateObject   = perType("UPDATE {db}.{table} SET doc = ?, version = version + 1, updated_at = ? WHERE local_id = ?")
+	readCounted    = perTypeExtra(func(typ idcodec.Type, extra model.Mapping) lockStmt { return perLock(countedSQL(typ, extra)) })
+	readObjectsOf  = perTypeExtra(func(typ idcodec.Type, extra model.Mapping) stmt { return declare(objectsSQL(typ, extra)) })
+	readBoardOwner = perLock("SELECT o.doc, o.flags, o.version, o.created_at, o.updated_at," +
+		" COALESCE((SELECT c.n FROM {db}.mapping_counts c WHERE c.from_id = CAST(JSON_VALUE(o.doc, '$.owner_id') AS UNSIGNED) AND c.mapping = ?), 0)" +
+		" FROM {db}." + objectTables[idcodec.TypeBoard] + " o WHERE o.local_id = ?")
 )
 
 // countedSQL is the read of one object of type typ with its counts and
@@ -132,18 +133,6 @@ func InsertObject(ctx context.Context, x sqlx.ExecerContext, db DB, typ idcodec.
 	return newObject(db, typ, local, doc, flags, at)
 }
 
-// InsertObjectCount is InsertObject that also reads, in the same round
-// trip, the length of list l as Count does (no lock): a pin's create
-// learns its author's follower count with its insert.
-func InsertObjectCount(ctx context.Context, q sqlx.QueryerContext, db DB, typ idcodec.Type, doc []byte, flags model.Flags, at time.Time, l ListRef) (model.Object, int64, error) {
-	var local, n int64
-	if err := q.QueryRowxContext(ctx, db.sql(insertCount.of(typ)), doc, at, at, l.From, uint8(l.M)).Scan(&local, &n); err != nil {
-		return model.Object{}, 0, err
-	}
-	obj, err := newObject(db, typ, local, doc, flags, at)
-	return obj, n, err
-}
-
 // newObject is the object InsertObject made: local is its AUTO_INCREMENT
 // id.
 func newObject(db DB, typ idcodec.Type, local int64, doc []byte, flags model.Flags, at time.Time) (model.Object, error) {
@@ -151,11 +140,18 @@ func newObject(db DB, typ idcodec.Type, local int64, doc []byte, flags model.Fla
 	if err != nil {
 		return model.Object{}, model.Errorf(model.EShardFull, "shard %d has no %s ids left", db.N, typ)
 	}
+	obj := fresh(typ, doc, flags, at)
+	obj.ID = id
+	return obj, nil
+}
+
+// fresh is a new object of type typ, but for its ID.
+func fresh(typ idcodec.Type, doc []byte, flags model.Flags, at time.Time) model.Object {
 	var counts []int64 // a new object's lists are empty
 	if k := len(model.CountKeys(typ)); k > 0 {
 		counts = make([]int64, k)
 	}
-	return model.Object{ID: id, Type: typ, Version: 1, CreatedAt: at, UpdatedAt: at, Doc: doc, Counts: counts, Flags: flags}, nil
+	return model.Object{Type: typ, Version: 1, CreatedAt: at, UpdatedAt: at, Doc: doc, Counts: counts, Flags: flags}
 }
 
 // ReadObject reads one object row, with the lock given (inside a
@@ -176,6 +172,16 @@ func ReadObjectCounted(ctx context.Context, q sqlx.QueryerContext, db DB, typ id
 	counts, fill := countDest(typ, pad, &n)
 	err = q.QueryRowxContext(ctx, db.sql(readCounted[typ][extra][lock]), local).Scan(append([]any{&r.Doc, &r.Flags, &r.Version, &r.Created, &r.Updated}, counts...)...)
 	fill(&r)
+	return r, n, err
+}
+
+// ReadBoardOwnerCounted is ReadObject of a board that also reads the
+// length of its owner's list m (as Count does: no lock of its own), in the
+// same statement: a pin's create learns its author's follower count with
+// the read of its board. A missing row is sql.ErrNoRows.
+func ReadBoardOwnerCounted(ctx context.Context, q sqlx.QueryerContext, db DB, local uint64, m model.Mapping, lock Lock) (r Row, n int64, err error) {
+	r.Local = local
+	err = q.QueryRowxContext(ctx, db.sql(readBoardOwner[lock]), uint8(m), local).Scan(&r.Doc, &r.Flags, &r.Version, &r.Created, &r.Updated, &n)
 	return r, n, err
 }
 

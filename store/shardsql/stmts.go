@@ -40,15 +40,16 @@ func declare(text string) stmt {
 // typeStmt is a statement declared once per object type.
 type typeStmt [len(objectTables)]stmt
 
-// perType declares text for every object type, with {table} its table.
+// perType declares text for every object type, with {table} its table
+// and {base} its base.
 func perType(text string) typeStmt { return eachType(text, declare) }
 
-// eachType is decl of text for every object type, with {table} its
-// table, by type.
+// eachType is decl of text for every object type, with {table} its table
+// and {base} its base, by type.
 func eachType[S any](text string, decl func(string) S) (s [len(objectTables)]S) {
 	for typ, table := range objectTables {
 		if table != "" {
-			s[typ] = decl(strings.ReplaceAll(text, "{table}", table))
+			s[typ] = decl(strings.NewReplacer("{table}", table, "{base}", base(idcodec.Type(typ))).Replace(text))
 		}
 	}
 	return s

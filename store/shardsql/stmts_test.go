@@ -94,10 +94,10 @@ func BenchmarkStatementText(b *testing.B) {
 	db := DB{N: 12, Name: "db00012"}
 	b.Run("create-pin", func(b *testing.B) {
 		for range b.N {
-			_ = db.sql(readObject[idcodec.TypeBoard][ShareLock])
-			_ = db.sql(insertCount.of(idcodec.TypePin))
-			_ = db.sql(insertNewEdge.of(model.BoardPins))
-			_ = db.sql(insertNewEdge.of(model.UserPins))
+			_ = db.sql(readBoardOwner[ShareLock])
+			_ = db.sql(insertNew.of(idcodec.TypePin))
+			_ = db.sql(insertNewVar.of(model.BoardPins))
+			_ = db.sql(insertNewVar.of(model.UserPins))
 			_ = placeholders(db.sql(addCounts), 2, "(?, ?, ?)", addCountsEnd)
 			_ = db.sql(insertOutbox)
 			_ = db.sql(insertCacheMarks)

@@ -13,8 +13,9 @@ import (
 // Tx is a transaction on one shard database that remembers the objects
 // its statements changed (an object's row, or the count of one of its
 // lists; both live on the object's shard), so that cached copies of them
-// can be dropped once it commits (Touched), and the pins it created with
-// their owners, for the owner cache (CacheOwner).
+// can be dropped once it commits (Touched), and the object it inserted
+// (InsertNew, inserted.go) with, for a pin, its owner, for the owner cache
+// (CacheOwner).
 //
 // It does so by construction: every statement of this package that
 // changes an existing object's row or a count takes a *Tx (never a pool,
@@ -38,8 +39,8 @@ type Tx struct {
 	touched    []uint64
 	queued     strings.Builder
 	queuedArgs []any
-	marks      *cacheMarks       // nil: no object cache to keep
-	owners     map[uint64]uint64 // pins the transaction created, with their owners (CacheOwner)
+	marks      *cacheMarks // nil: no object cache to keep
+	inserted   *inserted   // the object InsertNew queued; nil for none
 }
 
 // cacheMarks is where a Tx records, in the shard's cache_outbox, the
@@ -72,19 +73,24 @@ func (t *Tx) MarkCached(db DB, token uint64, perWrite bool) {
 // Touched lists the objects the transaction changed, in first-change order.
 func (t *Tx) Touched() []uint64 { return t.touched }
 
-// CacheOwner records that the transaction created pin, owned by owner, so
-// that the owner cache learns the pair once it commits, in the round trip
-// that drops the cached copies of what it changed (Owners).
-func (t *Tx) CacheOwner(pin, owner uint64) {
-	if t.owners == nil {
-		t.owners = map[uint64]uint64{}
+// CacheOwner records that the object the transaction inserted
+// (InsertNew), a pin, is owned by owner, so that the owner cache learns
+// the pair once it commits, in the round trip that drops the cached copies
+// of what it changed (Owners).
+func (t *Tx) CacheOwner(owner uint64) {
+	if t.inserted != nil {
+		t.inserted.owner = owner
 	}
-	t.owners[pin] = owner
 }
 
 // Owners are the pins the transaction created, with their owners
-// (CacheOwner); nil when it created none.
-func (t *Tx) Owners() map[uint64]uint64 { return t.owners }
+// (CacheOwner), once it committed; nil when it created none.
+func (t *Tx) Owners() map[uint64]uint64 {
+	if n := t.inserted; n != nil && n.owner != 0 && n.id != 0 {
+		return map[uint64]uint64{n.id: n.owner}
+	}
+	return nil
+}
 
 // change runs query, a statement that changes the objects ids (their rows
 // or their lists' counts), and records them as changed. It records them
