@@ -149,8 +149,7 @@ func (t *Tx) commitText(tail string) (string, []any) {
 		t.queued.WriteString("; ")
 	}
 	t.queued.WriteString("COMMIT")
-	t.queued.WriteString(tail)
-	return t.take()
+	return t.take(tail)
 }
 
 // Rollback ends a transaction that did not commit, and gives back a

@@ -21,8 +21,11 @@ var ctx = context.Background()
 
 // sent counts the writes pinstore's pools make on connections dialled
 // through the "counted" network: one a round trip, the client sending one
-// packet for each text.
-var sent atomic.Int64
+// packet for each text; lastSent is the last of them.
+var (
+	sent     atomic.Int64
+	lastSent atomic.Pointer[[]byte]
+)
 
 func init() {
 	mysql.RegisterDialContext("counted", func(ctx context.Context, addr string) (net.Conn, error) {
@@ -38,6 +41,8 @@ type countedConn struct{ net.Conn }
 
 func (c countedConn) Write(b []byte) (int, error) {
 	sent.Add(1)
+	b2 := append([]byte(nil), b...)
+	lastSent.Store(&b2)
 	return c.Conn.Write(b)
 }
 
