@@ -256,7 +256,8 @@ func (s *Keys) create(ctx context.Context, op string, sh topology.Shard, first f
 			if obj, created, err = build(t); err != nil {
 				return err
 			}
-			if tx = t; obj.ID == 0 && kc != nil {
+			tx = t
+			if obj.ID == 0 && kc != nil { // the outcome names the object
 				if obj.ID, err = t.InsertedID(ctx); err != nil {
 					return err
 				}
