@@ -235,7 +235,9 @@ func TestFeedFanOutRacesFollows(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
+			// Until the follows end, or one page of the author's pins
+			// (wantFeed) is full.
+			for range model.MaxLimit {
 				select {
 				case <-stop:
 					return

@@ -40,7 +40,7 @@ const newIDVar = "@new_id"
 // id into newIDVar.
 var insertNew = perType("INSERT INTO {db}.{table} (doc, version, created_at, updated_at) VALUES (?, 1, ?, ?);" +
 	" IF LAST_INSERT_ID() > " + strconv.FormatUint(idcodec.MaxLocal, 10) +
-	" THEN SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = " + strconv.Itoa(errNoIDsLeft) + ", MESSAGE_TEXT = 'this shard has no {table} ids left'; END IF;" +
+	" THEN SIGNAL SQLSTATE '45000' SET MYSQL_ERRNO = " + strconv.Itoa(errNoIDsLeft) + ", MESSAGE_TEXT = 'no ids left in {table} on this shard'; END IF;" +
 	" SET " + newIDVar + " = {base} + LAST_INSERT_ID()")
 
 // inserted is the object a Tx's InsertNew queued: its id is 0 until the
