@@ -69,7 +69,7 @@ func (s *Objects) Create(ctx context.Context, typ idcodec.Type, doc model.Doc, a
 		if t.ByHand {
 			lock = shardsql.ForUpdate
 		}
-		if _, _, err := adopt(ctx, tx, op, sh, t, local, doc, actor, lock, 0); err != nil {
+		if _, err := adopt(ctx, tx, op, sh, t, local, doc, actor, lock); err != nil {
 			return model.Object{}, false, err
 		}
 		raw, err := s.marshalDoc(op, doc)
@@ -100,28 +100,18 @@ func parentOf(t *model.ObjectType, doc model.Doc) uint64 {
 
 // adopt reads the parent (local on sh, of t.Parent's owner type) live
 // under lock in tx and lets doc adopt from it (t.Adopt). It returns the
-// parent's document and, when ownerList is set (the parent is a board),
-// the length of the parent's owner's list ownerList, read with it.
-func adopt(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, t *model.ObjectType, local uint64, doc model.Doc, actor uint64, lock shardsql.Lock, ownerList model.Mapping) (model.Doc, int64, error) {
-	var pd model.Doc
-	var n int64
-	var err error
-	if ownerList != 0 {
-		var r shardsql.Row
-		r, n, err = shardsql.ReadBoardOwnerCounted(ctx, tx, sh.DB, local, ownerList, lock)
-		pd, err = liveDoc(op, idcodec.TypeBoard, r, err)
-	} else {
-		_, pd, err = readLive(ctx, tx, op, sh, t.Parent.From(), local, lock)
-	}
+// parent's document.
+func adopt(ctx context.Context, tx *shardsql.Tx, op string, sh topology.Shard, t *model.ObjectType, local uint64, doc model.Doc, actor uint64, lock shardsql.Lock) (model.Doc, error) {
+	_, pd, err := readLive(ctx, tx, op, sh, t.Parent.From(), local, lock)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	if t.Adopt != nil {
 		if err := t.Adopt(pd, doc, model.ID(actor)); err != nil {
-			return nil, 0, err
+			return nil, err
 		}
 	}
-	return pd, n, nil
+	return pd, nil
 }
 
 // lastPlace is the sequence that puts a new entry last on from's list m,

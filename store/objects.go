@@ -82,8 +82,13 @@ func (s *Objects) createPin(ctx context.Context, op string, doc model.PinDoc, ac
 	var seq int64
 	var pulled, newlyPulled bool
 	obj, created, err = s.keys.create(ctx, op, sh, nil, func(tx *shardsql.Tx) (model.Object, bool, error) {
-		// The author's follower count comes with the board (pullOrPush).
-		bd, followers, err := adopt(ctx, tx, op, sh, t, boardLocal, &doc, actor, shardsql.ShareLock, model.UserFollowers)
+		// adopt's read of the board, with the author's follower count
+		// (pullOrPush).
+		r, followers, err := shardsql.ReadBoardOwnerCounted(ctx, tx, sh.DB, boardLocal, model.UserFollowers, shardsql.ShareLock)
+		bd, err := liveDoc(op, idcodec.TypeBoard, r, err)
+		if err == nil {
+			err = t.Adopt(bd, &doc, model.ID(actor))
+		}
 		if err != nil {
 			return model.Object{}, false, err
 		}
