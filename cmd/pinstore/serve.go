@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/pinstore/pinstore/api"
+	"github.com/pinstore/pinstore/internal/httpserve"
 	"github.com/pinstore/pinstore/store"
 	"github.com/pinstore/pinstore/store/etcdtopo"
 	"github.com/pinstore/pinstore/store/failover"
@@ -192,16 +193,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	srv := &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	srv := httpserve.New(handler, httpserve.Config{
+		ReadTimeout:  30 * time.Second,
+		WriteTimeout: 60 * time.Second,
+		IdleTimeout:  120 * time.Second,
+		Logger:       logger,
 		// Request contexts don't derive from ctx: a shutdown lets requests
 		// in flight finish rather than cancelling their queries.
-	}
+	})
 	if topo != nil {
 		f := followTopology(ctx, topo, st, ln.Addr().String(), logger)
 		defer f.Close() // after the last request: the registration goes with it
@@ -225,10 +224,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		_ = srv.Close()
 		return fmt.Errorf("serve: shutdown: %w", err)
 	}
-	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := <-served; err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
 	logger.Info("stopped")
