@@ -4,7 +4,8 @@
 // X-Request-Id), with no routing, authentication, metrics, access log or
 // cache read. bench/load's get-pin scenario run against it (-mode api)
 // gives the CPU per request that net/http and the kernel alone cost on
-// this machine, the bound below any cut inside pinstore.
+// this machine: the bound under pinstore while it served on net/http, and
+// the reason it now serves on fasthttp's loop (internal/httpserve).
 //
 //	go run ./bench/httpfloor -addr 127.0.0.1:18099 &
 //	go run ./bench/load -addr 127.0.0.1:18099 -scenarios get-pin -mode api -duration 8s -rounds 1 [seed flags]
