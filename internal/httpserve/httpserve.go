@@ -89,8 +89,13 @@ func New(h http.Handler, c Config) *Server {
 		MaxRequestBodySize:    c.MaxBodyBytes,
 		NoDefaultServerHeader: true,
 		NoDefaultContentType:  true,
-		Logger:                printfLogger{c.Logger},
-		ErrorHandler:          refuse,
+		// The handler reads every body as sent: fasthttp would otherwise
+		// parse a multipart body first, refusing with a 400 one it cannot
+		// parse and spilling big files to disk.
+		DisablePreParseMultipartForm: true,
+		SecureErrorLogMessage:        true, // no request bytes in the server's log lines
+		Logger:                       printfLogger{c.Logger},
+		ErrorHandler:                 refuse,
 	}
 	return s
 }

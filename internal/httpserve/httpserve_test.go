@@ -316,8 +316,8 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// A chunked request body reaches the handler whole and plain; headers
-// over the limit are refused with 431.
+// A chunked request body reaches the handler whole and plain, a
+// multipart one as sent; headers over the limit are refused with 431.
 func TestChunkedBodyAndHeaderLimit(t *testing.T) {
 	base, _ := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
@@ -327,6 +327,14 @@ func TestChunkedBodyAndHeaderLimit(t *testing.T) {
 	req.ContentLength = -1 // unknown: the client sends it chunked
 	if resp, body := do(t, req); resp.StatusCode != 200 || body != `4 abcd te=""` {
 		t.Errorf("chunked: %d %q", resp.StatusCode, body)
+	}
+	// A body that says it is multipart reaches the handler as sent, even
+	// one that is not: the server leaves the body to the handler.
+	const notMultipart = "this is not a multipart body"
+	req, _ = http.NewRequest(http.MethodPost, base+"/", strings.NewReader(notMultipart))
+	req.Header.Set("Content-Type", "multipart/form-data; boundary=xyz")
+	if resp, body := do(t, req); resp.StatusCode != 200 || body != fmt.Sprintf("%d %s te=\"\"", len(notMultipart), notMultipart) {
+		t.Errorf("multipart: %d %q, want the body as sent", resp.StatusCode, body)
 	}
 	req, _ = http.NewRequest(http.MethodGet, base+"/", nil)
 	req.Header.Set("X-Big", strings.Repeat("y", 8<<10))
