@@ -25,6 +25,7 @@
 package httpserve
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,7 +36,6 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -113,8 +113,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.srv.ShutdownWithContext(ctx)
 }
 
-var writers = sync.Pool{New: func() any { return new(responseWriter) }}
-
 // serve runs the handler on one request.
 func (s *Server) serve(fc *fasthttp.RequestCtx) {
 	r := new(http.Request)
@@ -123,12 +121,7 @@ func (s *Server) serve(fc *fasthttp.RequestCtx) {
 		fc.Error("malformed request: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	w := writers.Get().(*responseWriter)
-	*w = responseWriter{fc: fc, h: make(http.Header, 4)}
-	defer func() {
-		*w = responseWriter{}
-		writers.Put(w)
-	}()
+	w := &responseWriter{fc: fc, h: make(http.Header, 4)}
 	defer func() {
 		if p := recover(); p != nil {
 			// The handler aborted (http.ErrAbortHandler) or panicked past
@@ -203,49 +196,26 @@ func convert(fc *fasthttp.RequestCtx, r *http.Request) error {
 	r.ContentLength = int64(len(body))
 	r.Body = http.NoBody
 	if len(body) > 0 {
-		r.Body = &bodyReader{b: body}
+		r.Body = io.NopCloser(bytes.NewReader(body)) // reads copy out of fasthttp's buffer
 	}
 	r.RemoteAddr = fc.RemoteAddr().String()
 	return nil
 }
 
-// method returns m as a string, without an allocation for the usual ones.
+// methods are the usual request methods, which method returns without an
+// allocation.
+var methods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch,
+	http.MethodDelete, http.MethodHead, http.MethodOptions}
+
+// method returns m as a string.
 func method(m []byte) string {
-	switch string(m) {
-	case http.MethodGet:
-		return http.MethodGet
-	case http.MethodPost:
-		return http.MethodPost
-	case http.MethodPut:
-		return http.MethodPut
-	case http.MethodPatch:
-		return http.MethodPatch
-	case http.MethodDelete:
-		return http.MethodDelete
-	case http.MethodHead:
-		return http.MethodHead
-	case http.MethodOptions:
-		return http.MethodOptions
+	for _, k := range methods {
+		if string(m) == k {
+			return k
+		}
 	}
 	return string(m)
 }
-
-// bodyReader reads a request's body from fasthttp's buffer. Reading copies
-// out of it, so a handler keeps nothing of the buffer itself.
-type bodyReader struct {
-	b []byte
-}
-
-func (r *bodyReader) Read(p []byte) (int, error) {
-	if len(r.b) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, r.b)
-	r.b = r.b[n:]
-	return n, nil
-}
-
-func (r *bodyReader) Close() error { r.b = nil; return nil }
 
 // responseWriter is the handler's http.ResponseWriter: the status and
 // headers go to fasthttp's response when the handler first writes, the
