@@ -55,6 +55,10 @@ func (s *core) openCache(ctx context.Context) {
 		DialerRetries:         1,
 		MaxRetries:            -1,
 		PoolSize:              poolSize,
+		// RESP2: pinstore uses nothing of RESP3 (no client-side caching,
+		// no push notifications), and under RESP3 go-redis looks for
+		// pending pushes around every command: 2% of a cached get's CPU.
+		Protocol: 2,
 	})
 	s.ownerCache = ownercache.New(s.redis, ownercache.Options{
 		Prefix:     rc.Prefix,
