@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -99,7 +100,34 @@ type statusWriter struct {
 	// with it: the consistency token goes into the headers there
 	// (consistency.go).
 	beforeStatus func(status int)
+
+	ctx requestContext // the request's context, made by observe
 }
+
+// requestContext is the context observe gives a request: its parent's
+// values, with the request's *statusWriter under requestIDKey and the
+// router's routing context, so that chi finds its context already there
+// instead of copying the request to add one. It lives in the
+// statusWriter: one allocation for the writer and both values.
+type requestContext struct {
+	context.Context
+	sw    *statusWriter
+	route *chi.Context
+}
+
+func (c *requestContext) Value(key any) any {
+	switch key {
+	case requestIDKey:
+		return c.sw
+	case chi.RouteCtxKey:
+		return c.route
+	}
+	return c.Context.Value(key)
+}
+
+// routeContexts are the routing contexts of requests in flight, reused as
+// chi reuses its own.
+var routeContexts = sync.Pool{New: func() any { return chi.NewRouteContext() }}
 
 var _ auth.PrincipalRecorder = (*statusWriter)(nil)
 
@@ -162,8 +190,9 @@ func routePattern(r *http.Request) string {
 	return "unmatched"
 }
 
-// observe is the outermost middleware, in one function so a request pays
-// for one wrapper, one copy of the request and two clock reads:
+// observe is the outermost middleware, in front of the router, in one
+// function so a request pays for one wrapper, one copy of the request
+// (which also carries chi's routing context) and two clock reads:
 //   - the request id: a sane incoming X-Request-Id or a new one, in the
 //     context (RequestID) and echoed in the response;
 //   - the Date header, from dateHeader rather than net/http;
@@ -188,7 +217,11 @@ func (s *Server) observe(next http.Handler) http.Handler {
 		h[RequestIDHeader] = sw.idHeader[:] // canonical already: no Set
 		h["Date"] = s.date.at(start)
 		ctx, cerr := s.beginConsistency(r.Context(), sw, r)
-		r = r.WithContext(context.WithValue(ctx, requestIDKey, sw))
+		route := routeContexts.Get().(*chi.Context)
+		route.Reset()
+		route.Routes = s.router
+		sw.ctx = requestContext{Context: ctx, sw: sw, route: route}
+		r = r.WithContext(&sw.ctx)
 		defer func() {
 			if rec := recover(); rec != nil {
 				if rec == http.ErrAbortHandler {
@@ -201,6 +234,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 				}
 			}
 			s.record(sw, r, start)
+			routeContexts.Put(route)
 		}()
 		if cerr != nil {
 			writeError(sw, r, s.logger, cerr)

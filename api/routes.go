@@ -105,13 +105,12 @@ func (s *Server) objectRoutes(typ idcodec.Type) []route {
 	}
 }
 
-// newRouter routes table behind the middleware every request passes
-// through, in order; each route behind auth, its visibility check and its
-// permission when auth is set (protect). It fails on a route that
+// newRouter routes table, each route behind auth, its visibility check
+// and its permission when auth is set (protect); ServeHTTP puts observe in
+// front of it. It fails on a route that
 // declares no permission, or no visibility that can hold (checkVisibility).
 func (s *Server) newRouter(auth func(http.Handler) http.Handler, table []route) (chi.Router, error) {
 	r := chi.NewRouter()
-	r.Use(s.observe) // request id, consistency token, panic recovery, metrics, access log
 	r.NotFound(s.handle(func(w http.ResponseWriter, r *http.Request) error {
 		return errorf(model.ENotFound, "no route for %s", r.URL.Path)
 	}))

@@ -86,7 +86,8 @@ type Server struct {
 	metrics   *httpMetrics
 	prom      http.Handler // /metrics
 	router    chi.Router
-	date      dateHeader // the Date header of this second (middleware.go)
+	handler   http.Handler // router behind observe
+	date      dateHeader   // the Date header of this second (middleware.go)
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -133,11 +134,13 @@ func New(cfg Config) (*Server, error) {
 	if s.router, err = s.newRouter(cfg.Auth, s.routeTable()); err != nil {
 		return nil, err
 	}
+	s.handler = s.observe(s.router)
 	return s, nil
 }
 
-// ServeHTTP serves the API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+// ServeHTTP serves the API: every request through observe, then the
+// router.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.handler.ServeHTTP(w, r) }
 
 // Routes exposes the router, for walking the route table.
 func (s *Server) Routes() chi.Routes { return s.router }

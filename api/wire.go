@@ -242,13 +242,18 @@ func skipString(doc []byte, i int) (int, bool) {
 // bufPool recycles response buffers: a 50-pin page is about 20 KiB.
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 32<<10); return &b }}
 
+// jsonContentType is the Content-Type header's value of every JSON
+// response, one slice shared by all: a header's value is replaced or
+// appended to (which copies a full slice), never written in place.
+var jsonContentType = []string{"application/json"}
+
 // writeBuilt answers with the JSON body that build appends to a pooled
 // buffer; a build error is returned unwritten.
 func writeBuilt(w http.ResponseWriter, status int, build func(b []byte) ([]byte, error)) error {
 	bp := bufPool.Get().(*[]byte)
 	b, err := build((*bp)[:0])
 	if err == nil {
-		w.Header().Set("Content-Type", "application/json")
+		w.Header()["Content-Type"] = jsonContentType // canonical already: no Set
 		w.WriteHeader(status)
 		_, _ = w.Write(b)
 	}
