@@ -184,6 +184,9 @@ func TestCreatePinIsTwoRoundTrips(t *testing.T) {
 			t.Errorf("the text with the pin's insert lacks %q: %s", part, q)
 		}
 	}
+	if ins < open {
+		t.Fatalf("the pin's insert was sent before the board's read")
+	}
 	if sent[open].conn != sent[ins].conn {
 		t.Errorf("the board's read and the insert went on different connections")
 	}
