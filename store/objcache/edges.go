@@ -401,8 +401,11 @@ func (c *Cache) FillEdges(ctx context.Context, from uint64, m model.Mapping, gen
 // who scrolls a long list to its end fills a page field per page, and one
 // who checks a user's likes against many pins an edge field per pin. Once
 // it is reached the hash answers with what it holds and the rest is read
-// from MySQL. Pages stop at half of it (their limit), so that a reader
+// from MySQL. Pages after a cursor stop at half of it, so that a reader
 // scrolling the owner's lists leaves room for the checks of its edges.
+// First pages, the ones every reader of a list opens on, stop a quarter
+// past it: that quarter is theirs alone, so neither a deep scroll nor
+// many checks keep a list's first page out of the cache.
 func (c *Cache) fillHash(ctx context.Context, from uint64, args []any, refused prometheus.Counter, stats *Stats) {
 	n, err := fillEdges.Run(c.roundTrip(ctx), c.client, []string{c.edgeKey(from)}, args...).Int()
 	switch {

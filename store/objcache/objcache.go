@@ -73,7 +73,8 @@ type Options struct {
 	// that its invalidation must drop too; nil: every object may.
 	EdgeOwners func(id uint64) bool
 	// HashSize bounds the bytes that fills write into one object's hash
-	// of edges and pages (edges.go); default DefaultHashSize.
+	// of edges and pages (edges.go; lists' first pages may take a quarter
+	// more); default DefaultHashSize.
 	HashSize int
 }
 

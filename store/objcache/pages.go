@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -85,14 +86,24 @@ func (c *Cache) ReadPage(ctx context.Context, from uint64, field string) (EdgeRe
 // FillPage caches page, the value of field of from's hash as read from
 // MySQL after ReadPage, under the generation gen ReadPage returned; an
 // invalidation since refuses it (counted), and it is left out (counted)
-// when it would take the hash past half of Options.HashSize (fillHash).
+// when it would take the hash past its limit (fillHash): half of
+// Options.HashSize for a page after a cursor, a quarter past it for a
+// first page.
 // Failures only cost later misses.
 func (c *Cache) FillPage(ctx context.Context, from uint64, gen Lease, field string, page []byte) {
 	if gen == "" {
 		return
 	}
-	c.fillHash(ctx, from, []any{string(gen), c.hashSize / 2, field, page}, c.pages.refused, &c.pages.stats)
+	limit := c.hashSize / 2
+	if firstPage(field) {
+		limit = c.hashSize + c.hashSize/4
+	}
+	c.fillHash(ctx, from, []any{string(gen), limit, field, page}, c.pages.refused, &c.pages.stats)
 }
+
+// firstPage reports whether field (PageField) is a list's first page,
+// which no cursor positions.
+func firstPage(field string) bool { return strings.Count(field, ":") == 2 }
 
 // pageCounters are the page cache's counters.
 type pageCounters struct {

@@ -64,7 +64,8 @@ func testPagesFillUnderTheirGeneration(t *testing.T, newCache newCacheFunc) {
 // pages fill half of the owner's hash, further page fills are left out
 // (counted) and read from MySQL, while the pages it holds keep answering;
 // the checks of the owner's edges still fill the rest, up to the hash's
-// size; the owner's invalidation empties it.
+// size; first pages have a quarter more to themselves; the owner's
+// invalidation empties it.
 func testHashesHoldAtMostTheirSize(t *testing.T, newCache newCacheFunc) {
 	const size = 4 << 10
 	c, client := newCache(t, Options{HashSize: size})
@@ -140,6 +141,36 @@ func testHashesHoldAtMostTheirSize(t *testing.T, newCache newCacheFunc) {
 	}
 	if n, err := client.HLen(ctx, key).Result(); err != nil || n != int64(held+edges+2) {
 		t.Fatalf("the hash has %d fields (%v), want %d pages, %d edges, its generation and its size", n, err, held, edges)
+	}
+	// The hash is full for cursor pages and edges, but first pages (the
+	// page every reader of a list opens on) have a quarter more to
+	// themselves, and stop there.
+	firsts := 0
+	for rows := 1; ; rows++ {
+		if rows == 100 {
+			t.Fatal("first-page fills never stopped")
+		}
+		field := PageField(model.PinLikers, rows, true, 0, 0)
+		r := readPage(t, c, owner, field)
+		before := filled()
+		c.FillPage(ctx, owner, r.Gen, field, value)
+		after := filled()
+		if after > size+size/4 {
+			t.Fatalf("a first-page fill took the hash to %d bytes of %d", after, size+size/4)
+		}
+		if after == before {
+			if before+len(field)+len(value) <= size+size/4 {
+				t.Fatalf("a first page of %d bytes was left out at %d bytes of %d", len(field)+len(value), before, size+size/4)
+			}
+			break
+		}
+		if r := readPage(t, c, owner, field); r.Page == nil {
+			t.Fatalf("first page %d filled but not read", rows)
+		}
+		firsts++
+	}
+	if firsts < 2 {
+		t.Fatalf("%d first pages fitted in the hash's last quarter, want at least 2", firsts)
 	}
 	if err := c.Invalidate(ctx, owner); err != nil {
 		t.Fatal(err)
