@@ -15,6 +15,10 @@
 // pinstore, with -token its bearer token); run against it in both modes,
 // get-pin-bare gives the highest ratio to the raw select that a net/http
 // server reaches on the machine.
+//
+// With -loop httpserve the same handler is served on pinstore's own
+// connection loop (internal/httpserve, fasthttp's loop under a net/http
+// Handler): the floor under pinstore as it serves now.
 package main
 
 import (
@@ -22,9 +26,12 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/pinstore/pinstore/internal/httpserve"
 )
 
 func main() {
@@ -32,6 +39,7 @@ func main() {
 	size := flag.Int("size", 468, "response body bytes (a seeded pin's document with counts is 468)")
 	from := flag.String("from", "", "URL whose response body and Content-Type and Etag headers to serve instead (fetched once at start)")
 	token := flag.String("token", "", "bearer token for -from")
+	loop := flag.String("loop", "net", "the connection loop: net (net/http's server) or httpserve (pinstore's)")
 	flag.Parse()
 	body := []byte(`{"id":"1","type":"pin","description":"` + strings.Repeat("x", max(*size-41, 0)) + `"}` + "\n")
 	ctype, etag := "application/json", `"1"`
@@ -42,7 +50,7 @@ func main() {
 		}
 	}
 	length := []string{strconv.Itoa(len(body))}
-	http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h["Content-Type"] = []string{ctype}
 		h["Etag"] = []string{etag}
@@ -50,7 +58,18 @@ func main() {
 		h["Content-Length"] = length
 		_, _ = w.Write(body)
 	})
-	log.Fatal(http.ListenAndServe(*addr, nil))
+	switch *loop {
+	case "net":
+		log.Fatal(http.ListenAndServe(*addr, handler))
+	case "httpserve":
+		ln, err := net.Listen("tcp", *addr)
+		if err != nil {
+			log.Fatal(err)
+		}
+		log.Fatal(httpserve.New(handler, httpserve.Config{}).Serve(ln))
+	default:
+		log.Fatalf("-loop %q: want net or httpserve", *loop)
+	}
 }
 
 // fetch GETs url (with token as a bearer token) and returns its body and
