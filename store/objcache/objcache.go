@@ -134,7 +134,7 @@ func New(client redis.UniversalClient, opts Options) *Cache {
 	c.misses = counter("pinstore_object_cache_misses_total", "Objects not in the object cache (read from MySQL).")
 	c.refused = counter("pinstore_object_cache_fills_refused_total", "Fills refused because a write invalidated the entry after the reader missed: the reader's copy may have been stale.")
 	c.errs = counter("pinstore_object_cache_errors_total", "Object cache round trips that failed or timed out.")
-	c.full = counter("pinstore_object_cache_hash_full_total", "Edge and page fills left out because the owner's hash already holds its size (Options.HashSize bytes of fills).")
+	c.full = counter("pinstore_object_cache_hash_full_total", "Edge and page fills left out because the owner's hash already holds its limit of fills (Options.HashSize; half of it for pages after a cursor, a quarter more for first pages).")
 	c.edges = newEdgeCounters(c, counter)
 	c.pages = pageCounters{
 		hits:    counter("pinstore_page_cache_hits_total", "Pages of lists (first pages, and pages after a cursor) read from the Redis cache."),
