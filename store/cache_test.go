@@ -73,6 +73,14 @@ func TestCacheNeverServesAnOlderVersionOnACluster(t *testing.T) {
 	cacheNeverServesAnOlderVersion(t, a)
 }
 
+// The same with a near copy of the cache in each server (objcache,
+// near.go): a hot read costs no round trip, and a write reaches both
+// servers' copies before it is acknowledged.
+func TestCacheNeverServesAnOlderVersionWithANearCopy(t *testing.T) {
+	a, _ := openTestWith(t, func(c *Config) { c.ObjectCache.Near = 1000 })
+	cacheNeverServesAnOlderVersion(t, a)
+}
+
 // cacheNeverServesAnOlderVersion runs the test on a and a second store
 // (server) on a's shards and Redis.
 func cacheNeverServesAnOlderVersion(t *testing.T, a *Store) {
@@ -174,14 +182,18 @@ func neverOlder(t *testing.T, stores []*Store, rctx context.Context) int64 {
 	time.Sleep(3 * time.Second)
 	close(stop)
 	wg.Wait()
-	var hits, refused int64
+	var hits, nearHits, refused int64
 	for _, s := range stores {
 		hits += s.objects.cache.Stats().Hits.Load()
+		nearHits += s.objects.cache.Stats().NearHits.Load()
 		refused += s.objects.cache.Stats().Refused.Load()
 	}
-	t.Logf("%d reads, %d cache hits, %d fills refused, %d violations", reads.Load(), hits, refused, violations.Load())
+	t.Logf("%d reads, %d cache hits (%d from near copies), %d fills refused, %d violations", reads.Load(), hits, nearHits, refused, violations.Load())
 	if hits == 0 {
 		t.Fatal("the cache answered no read: the test proves nothing")
+	}
+	if a.cfg.ObjectCache.Near > 0 && nearHits == 0 {
+		t.Fatal("the near copies answered no read: the test proves nothing of them")
 	}
 	return reads.Load()
 }
@@ -192,6 +204,19 @@ func neverOlder(t *testing.T, stores []*Store, rctx context.Context) int64 {
 // once Redis is back.
 func TestCacheStaleWindowAcrossARedisFault(t *testing.T) {
 	b, _ := openTest(t) // the reader, on Redis directly
+	cacheStaleWindowAcrossARedisFault(t, b)
+}
+
+// The same with near copies: the reader's copy holds the old version
+// while the writer cannot reach Redis, and lets it go when the resent
+// invalidation comes.
+func TestCacheStaleWindowAcrossARedisFaultWithANearCopy(t *testing.T) {
+	b, _ := openTestWith(t, func(c *Config) { c.ObjectCache.Near = 1000 })
+	cacheStaleWindowAcrossARedisFault(t, b)
+}
+
+// cacheStaleWindowAcrossARedisFault runs the test with b as the reader.
+func cacheStaleWindowAcrossARedisFault(t *testing.T, b *Store) {
 	proxy := startCutProxy(t, testenv.RedisAddr(t))
 	a := openSecond(t, b, proxy.ln.Addr().String())
 	u := mustUser(t, b, "faulty")

@@ -76,6 +76,7 @@ func (s *core) openCache(ctx context.Context) {
 			Registerer: s.cfg.Registerer,
 			EdgeOwners: edgeOwner,
 			HashSize:   edgeHashSize(s.cfg.ObjectCache),
+			Near:       s.cfg.ObjectCache.Near,
 		}), s.cfg.Registerer)
 	}
 	c, cancel := context.WithTimeout(ctx, time.Second)

@@ -140,6 +140,11 @@ type ObjectCacheConfig struct {
 	// and pages; 0 means objcache.DefaultHashSize. It is raised to hold a
 	// user's lists whole (WholeList) in half of it.
 	HashSize int
+	// Near is how many objects each server keeps in its near copy of the
+	// cache, in the process, in front of Redis (objcache, near.go); 0: none.
+	// Every server on the same Redis must run a version that announces
+	// its invalidations (every version with this field does).
+	Near int
 }
 
 // defaultFeedBackfill is how many of a followee's newest pins a follow
@@ -280,6 +285,9 @@ func (s *Store) Close() error {
 	<-s.done
 	s.feed.Close()
 	s.owners.Close()
+	if s.objects.on() {
+		s.objects.cache.Close()
+	}
 	errs := []error{s.router.Close()}
 	if s.redis != nil {
 		errs = append(errs, s.redis.Close())

@@ -76,6 +76,13 @@ type Options struct {
 	// of edges and pages (edges.go; lists' first pages may take a quarter
 	// more); default DefaultHashSize.
 	HashSize int
+	// Near is how many entries this server keeps in its near copy
+	// (near.go); 0: none. It needs one Redis: on a Redis Cluster it is off.
+	Near int
+	// NearFresh is how long a member serves from its near copy after
+	// sending a beat it received back; default DefaultNearFresh. A write
+	// waits up to about this long for a member that stopped.
+	NearFresh time.Duration
 }
 
 // Cache is the object cache. It is safe for concurrent use.
@@ -92,12 +99,14 @@ type Cache struct {
 	edges                             edgeCounters // edges.go
 	pages                             pageCounters // pages.go
 	edgeOwners                        func(id uint64) bool
+	near                              *near // nil: no near copy
 }
 
 // Stats are a Cache's counters, for tests and reports (the same figures
 // go to Prometheus).
 type Stats struct {
 	Hits, Misses, Refused atomic.Int64
+	NearHits              atomic.Int64 // of Hits: answered by the near copy
 	Full                  atomic.Int64 // fills left out of a hash at its size (edges and pages)
 }
 
@@ -130,7 +139,7 @@ func New(client redis.UniversalClient, opts Options) *Cache {
 	counter := func(name, help string) prometheus.Counter {
 		return metrics.Register(opts.Registerer, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
 	}
-	c.hits = counter("pinstore_object_cache_hits_total", "Objects read from the Redis object cache.")
+	c.hits = counter("pinstore_object_cache_hits_total", "Objects read from the object cache (Redis, or this server's near copy).")
 	c.misses = counter("pinstore_object_cache_misses_total", "Objects not in the object cache (read from MySQL).")
 	c.refused = counter("pinstore_object_cache_fills_refused_total", "Fills refused because a write invalidated the entry after the reader missed: the reader's copy may have been stale.")
 	c.errs = counter("pinstore_object_cache_errors_total", "Object cache round trips that failed or timed out.")
@@ -141,7 +150,21 @@ func New(client redis.UniversalClient, opts Options) *Cache {
 		misses:  counter("pinstore_page_cache_misses_total", "Pages of lists not in the cache (read from MySQL)."),
 		refused: counter("pinstore_page_cache_fills_refused_total", "Page fills refused because a write invalidated the list's owner after the reader took the generation."),
 	}
+	if _, cluster := client.(*redis.ClusterClient); opts.Near > 0 && !cluster {
+		c.near = newNear(c, opts.Near, opts.NearFresh)
+		c.near.hits = counter("pinstore_object_cache_near_hits_total", "Objects read from this server's near copy of the object cache (counted in pinstore_object_cache_hits_total too).")
+		c.near.lapsed = counter("pinstore_object_cache_near_lapsed_total", "Invalidations that stopped waiting for a member's acknowledgement, or waited for a membership Redis had just begun, instead of hearing from every member.")
+		c.near.run()
+	}
 	return c
+}
+
+// Close stops the near copy's loops and leaves its membership; a Cache
+// without one has nothing to close. It does not close the client.
+func (c *Cache) Close() {
+	if c.near != nil {
+		c.near.close()
+	}
 }
 
 // key is the Redis key of an object, built with one allocation.
@@ -180,6 +203,25 @@ type Lease string
 // anything missed. On a Redis failure it returns the error
 // (counted) and no hits: the caller reads MySQL and does not fill.
 func (c *Cache) Get(ctx context.Context, ids []uint64) (map[uint64]model.Object, map[uint64]Lease, error) {
+	hits := make(map[uint64]model.Object, len(ids))
+	var gen uint64
+	if c.near != nil {
+		rest := make([]uint64, 0, len(ids))
+		for _, id := range ids {
+			if b, ok := c.near.get(id); ok {
+				hits[id], _ = decode(id, b)
+				continue
+			}
+			rest = append(rest, id)
+		}
+		if len(hits) > 0 {
+			c.nearHit(len(hits))
+			if len(rest) == 0 {
+				return hits, nil, nil
+			}
+		}
+		ids, gen = rest, c.near.snapshot()
+	}
 	keys := make([]string, len(ids))
 	for i, id := range ids {
 		keys[i] = c.key(id)
@@ -189,18 +231,21 @@ func (c *Cache) Get(ctx context.Context, ids []uint64) (map[uint64]model.Object,
 		c.errs.Inc()
 		return nil, nil, err
 	}
-	hits := make(map[uint64]model.Object, len(ids))
+	fromNear := len(hits)
 	var missed []uint64
 	for i, v := range vals {
 		if o, ok := decode(ids[i], v); ok {
 			hits[ids[i]] = o
+			if c.near != nil {
+				c.near.put(ids[i], v, gen)
+			}
 			continue
 		}
 		missed = append(missed, ids[i])
 	}
-	c.hits.Add(float64(len(hits)))
+	c.hits.Add(float64(len(hits) - fromNear))
 	c.misses.Add(float64(len(missed)))
-	c.stats.Hits.Add(int64(len(hits)))
+	c.stats.Hits.Add(int64(len(hits) - fromNear))
 	c.stats.Misses.Add(int64(len(missed)))
 	if len(missed) == 0 {
 		return hits, nil, nil
@@ -216,12 +261,24 @@ func (c *Cache) Get(ctx context.Context, ids []uint64) (map[uint64]model.Object,
 // GetOne is Get of one id, without Get's maps: the object and true on a
 // hit; on a miss, the lease when this caller may fill (else "").
 func (c *Cache) GetOne(ctx context.Context, id uint64) (model.Object, bool, Lease, error) {
+	var gen uint64
+	if c.near != nil {
+		if b, ok := c.near.get(id); ok {
+			o, _ := decode(id, b)
+			c.nearHit(1)
+			return o, true, "", nil
+		}
+		gen = c.near.snapshot()
+	}
 	vals, err := c.reads.read(ctx, c, []string{c.key(id)})
 	if err != nil {
 		c.errs.Inc()
 		return model.Object{}, false, "", err
 	}
 	if o, ok := decode(id, vals[0]); ok {
+		if c.near != nil {
+			c.near.put(id, vals[0], gen)
+		}
 		c.hits.Inc()
 		c.stats.Hits.Add(1)
 		return o, true, "", nil
@@ -234,6 +291,14 @@ func (c *Cache) GetOne(ctx context.Context, id uint64) (model.Object, bool, Leas
 		return model.Object{}, false, "", nil // read without a fill
 	}
 	return model.Object{}, false, leases[id], nil
+}
+
+// nearHit counts n objects answered by the near copy.
+func (c *Cache) nearHit(n int) {
+	c.hits.Add(float64(n))
+	c.near.hits.Add(float64(n))
+	c.stats.Hits.Add(int64(n))
+	c.stats.NearHits.Add(int64(n))
 }
 
 // lease takes a lease on each missed key that holds none (SET NX, then GET
@@ -335,17 +400,28 @@ func (c *Cache) InvalidateWith(ctx context.Context, also func(ctx context.Contex
 	if also != nil {
 		sent = also(ctx, pipe)
 	}
+	var heard func() error
+	if c.near != nil {
+		heard = c.near.announce(ctx, pipe, ids) // after the deletes, on the same connection
+	}
 	_, _ = pipe.Exec(ctx) // every command carries its own error
 	if sent != nil {
 		_ = sent()
 	}
+	var err error
+	if heard != nil {
+		err = heard()
+	}
 	for _, del := range dels {
-		if err := del.Err(); err != nil {
-			c.errs.Inc()
-			return err
+		if e := del.Err(); e != nil {
+			err = e
+			break
 		}
 	}
-	return nil
+	if err != nil {
+		c.errs.Inc()
+	}
+	return err
 }
 
 // An entry: 'F', the flags (model.Flags), version, created and updated
@@ -394,6 +470,6 @@ func decode(id uint64, b []byte) (model.Object, bool) {
 			o.Counts[i] = int64(binary.BigEndian.Uint64(b[entryHead+8*i:]))
 		}
 	}
-	o.Doc = b[entryHead+8*n:]
+	o.Doc = b[entryHead+8*n : len(b) : len(b)] // an append copies: a near copy's entry is shared
 	return o, true
 }

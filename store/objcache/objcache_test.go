@@ -120,7 +120,9 @@ func newCache(t testing.TB, opts Options) (*Cache, redis.UniversalClient) {
 	if opts.Registerer == nil {
 		opts.Registerer = prometheus.NewRegistry()
 	}
-	return New(client, opts), client
+	c := New(client, opts)
+	t.Cleanup(c.Close) // before the client's (cleanups run last first)
+	return c, client
 }
 
 // fillPins caches n pins, locals first…first+n-1 (version 1, pin i with

@@ -1,0 +1,226 @@
+package objcache
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pinstore/pinstore/internal/testenv"
+)
+
+const testFresh = 200 * time.Millisecond
+
+// nearPair returns two servers' caches with near copies on one Redis
+// (each with its own client), both members, past the membership's first
+// Wait.
+func nearPair(t *testing.T) (a, b *Cache, client redis.UniversalClient) {
+	t.Helper()
+	addr := testenv.RedisAddr(t)
+	prefix := testenv.UniquePrefix(t, "near")
+	t.Cleanup(func() { testenv.DropKeys(t, addr, prefix) })
+	open := func() *Cache {
+		client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+		t.Cleanup(func() { client.Close() })
+		c := New(client, Options{Prefix: prefix + ":c:", Timeout: 2 * time.Second, Near: 100, NearFresh: testFresh})
+		t.Cleanup(c.Close)
+		return c
+	}
+	a, b = open(), open()
+	waitServing(t, a)
+	waitServing(t, b)
+	time.Sleep(a.near.wait) // the membership is Wait old: a write waits for acknowledgements only
+	return a, b, a.client
+}
+
+func waitServing(t testing.TB, c *Cache) {
+	t.Helper()
+	for start := time.Now(); !c.near.serving(); time.Sleep(5 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the near copy never began to serve")
+		}
+	}
+}
+
+// intoNear caches pin local in c's near copy (its second read answers
+// from it) and returns its id.
+func intoNear(t *testing.T, c *Cache, local uint64) uint64 {
+	t.Helper()
+	id := fillPins(t, c, local, 1)[0]
+	if nearHit(t, c, id, 1) {
+		t.Fatal("the first read from Redis was answered by the near copy")
+	}
+	if !nearHit(t, c, id, 1) {
+		t.Fatal("the second read of a cached pin did not come from the near copy")
+	}
+	return id
+}
+
+// nearHit reports whether c answers id from its near copy, and asserts
+// the version it answers.
+func nearHit(t *testing.T, c *Cache, id uint64, version int64) bool {
+	t.Helper()
+	before := c.stats.NearHits.Load()
+	o, hit, _, err := c.GetOne(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.stats.NearHits.Load() == before {
+		return false
+	}
+	if !hit || o.Version != version {
+		t.Fatalf("near copy answered v%d (hit %v), want v%d", o.Version, hit, version)
+	}
+	return true
+}
+
+// A write on one server has reached every server's near copy by the time
+// its invalidation returns, and the other servers acknowledged it: the
+// writer did not wait them out.
+func TestNearWriteReachesEveryServerBeforeItReturns(t *testing.T) {
+	a, b, _ := nearPair(t)
+	ids := fillPins(t, a, 1, 3)
+	for _, id := range ids {
+		if nearHit(t, a, id, 1) {
+			t.Fatal("the first read from Redis was answered by the near copy")
+		}
+		if !nearHit(t, a, id, 1) {
+			t.Fatal("the second read of a cached pin did not come from the near copy")
+		}
+	}
+	hits, _, err := a.Get(ctx, ids)
+	if err != nil || len(hits) != 3 || a.stats.NearHits.Load() != 6 {
+		t.Fatalf("Get of the near pins: %d hits, %d from the near copy (%v)", len(hits), a.stats.NearHits.Load(), err)
+	}
+	start := time.Now()
+	if err := b.Invalidate(ctx, ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if nearHit(t, a, ids[0], 0) {
+		t.Fatal("another server's near copy answered an object whose invalidation had returned")
+	}
+	if !nearHit(t, a, ids[1], 1) {
+		t.Fatal("an invalidation dropped another object from the near copy")
+	}
+	if n := testutil.ToFloat64(b.near.lapsed); n != 0 || took >= b.near.wait {
+		t.Fatalf("the writer waited %v (%v waits out): the member's acknowledgement did not reach it", took, n)
+	}
+	// The writer's own copy goes too.
+	id := intoNear(t, b, 10)
+	if err := b.Invalidate(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if nearHit(t, b, id, 0) {
+		t.Fatal("the writer's near copy answered what it had just invalidated")
+	}
+}
+
+// A member that stops hearing Redis (its receive loop held, as a paused
+// process or a partition would) stops serving its copy before the writer
+// stops waiting for it.
+func TestNearStoppedMemberStopsServingBeforeTheWriterGoesOn(t *testing.T) {
+	a, b, _ := nearPair(t)
+	id := intoNear(t, a, 1)
+	a.near.pause.Lock()
+	start := time.Now()
+	if err := b.Invalidate(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if a.near.serving() {
+		t.Fatalf("the writer went on after %v while the member that missed its invalidation still serves", took)
+	}
+	if nearHit(t, a, id, 0) {
+		t.Fatal("the stopped member answered from its near copy")
+	}
+	if n := testutil.ToFloat64(b.near.lapsed); n != 1 || took < testFresh {
+		t.Fatalf("the writer took %v and waited out %v members; want one wait of at least %v", took, n, testFresh)
+	}
+	a.near.pause.Unlock()
+	waitServing(t, a)
+	if _, ok := a.near.get(id); ok {
+		t.Fatal("the member serves again with the invalidated pin in its copy")
+	}
+}
+
+// A membership Redis has just begun (restarted, or the keys evicted) may
+// have forgotten members that still serve: a write waits until it is
+// Wait old.
+func TestNearForgottenMembershipIsWaitedOut(t *testing.T) {
+	a, b, client := nearPair(t)
+	id := fillPins(t, a, 1, 1)[0]
+	if err := client.Del(ctx, b.near.members, b.near.epoch).Err(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := b.Invalidate(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < b.near.wait-10*time.Millisecond || testutil.ToFloat64(b.near.lapsed) != 1 {
+		t.Fatalf("after the membership was lost the writer waited %v, want about %v", took, b.near.wait)
+	}
+}
+
+// A read that began before an invalidation was applied does not put what
+// it read into the copy.
+func TestNearFillAfterAnInvalidationIsRefused(t *testing.T) {
+	a, _, _ := nearPair(t)
+	id := pin(1, 1, 0).ID
+	gen := a.near.snapshot()
+	a.near.drop([]uint64{pin(2, 1, 0).ID}) // any invalidation
+	a.near.put(id, encode(pin(1, 1, 0)), gen)
+	if _, ok := a.near.get(id); ok {
+		t.Fatal("a read older than an invalidation filled the near copy")
+	}
+	a.near.put(id, encode(pin(1, 1, 0)), a.near.snapshot())
+	if _, ok := a.near.get(id); !ok {
+		t.Fatal("a read after every invalidation did not fill the near copy")
+	}
+}
+
+// A member whose subscription is cut (what a Redis restart does) empties
+// its copy: what was published meanwhile is lost to it.
+func TestNearLostSubscriptionEmptiesTheCopy(t *testing.T) {
+	a, _, client := nearPair(t)
+	id := intoNear(t, a, 1)
+	gen := a.near.snapshot()
+	if err := client.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); a.near.snapshot() == gen; time.Sleep(5 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the member did not notice its subscription was cut")
+		}
+	}
+	if _, ok := a.near.get(id); ok {
+		t.Fatal("the copy kept an entry across a lost subscription")
+	}
+	waitServing(t, a)
+}
+
+// The copy holds at most its size.
+func TestNearCopyHoldsAtMostItsSize(t *testing.T) {
+	a, _, _ := nearPair(t)
+	for i := range uint64(250) {
+		a.near.put(pin(i+1, 1, 0).ID, encode(pin(i+1, 1, 0)), a.near.snapshot())
+	}
+	if n := len(a.near.m); n != a.near.max {
+		t.Fatalf("the near copy holds %d entries, its size is %d", n, a.near.max)
+	}
+}
+
+// The cache's protocol holds with a near copy in front of Redis.
+func TestProtocolWithANearCopy(t *testing.T) {
+	for _, p := range protocol {
+		t.Run(p.name, func(t *testing.T) {
+			p.test(t, func(t testing.TB, opts Options) (*Cache, redis.UniversalClient) {
+				opts.Near, opts.NearFresh = 1000, testFresh
+				c, client := newCache(t, opts)
+				waitServing(t, c)
+				return c, client
+			})
+		})
+	}
+}
