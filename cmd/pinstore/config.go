@@ -28,7 +28,7 @@ const defaultFeedSweep = 5 * time.Minute
 // PINSTORE_FEED_PULL_THRESHOLD, PINSTORE_REDIS_ADDRS,
 // PINSTORE_REDIS_CLUSTER, PINSTORE_REDIS_PASSWORD, PINSTORE_REDIS_PREFIX,
 // PINSTORE_REDIS_DISABLED, PINSTORE_OBJECT_CACHE, PINSTORE_OBJECT_CACHE_PREFIX,
-// PINSTORE_OBJECT_CACHE_TTL, PINSTORE_WRITE_BUFFER,
+// PINSTORE_OBJECT_CACHE_TTL, PINSTORE_OBJECT_CACHE_NEAR, PINSTORE_WRITE_BUFFER,
 // PINSTORE_WRITE_BUFFER_MAX, PINSTORE_REPLICA_READS, PINSTORE_REPLICA_LAG
 // and PINSTORE_REPLICA_WAIT. With PINSTORE_TOPOLOGY the map is read from
 // etcd by openTopology: Map then holds only the shard count and prefix.
@@ -111,6 +111,14 @@ func storeConfig(getenv func(string) string) (store.Config, error) {
 	if cfg.ObjectCache.TTL, err2 = durationFromEnv(getenv, "PINSTORE_OBJECT_CACHE_TTL", defaultObjectCacheTTL, false); err2 != nil {
 		return cfg, err2
 	}
+	cfg.ObjectCache.Near = defaultObjectCacheNear
+	if v := getenv("PINSTORE_OBJECT_CACHE_NEAR"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return cfg, fmt.Errorf("PINSTORE_OBJECT_CACHE_NEAR: %q is not a number of objects (0: no near copy)", v)
+		}
+		cfg.ObjectCache.Near = n
+	}
 	// How long a write to a range a move is switching waits for the new
 	// map (0: refused at once with shard_moving), and how many may wait.
 	if cfg.WriteBuffer, err2 = durationFromEnv(getenv, "PINSTORE_WRITE_BUFFER", topology.DefaultWriteBuffer, true); err2 != nil {
@@ -147,6 +155,11 @@ func storeConfig(getenv func(string) string) (store.Config, error) {
 	}
 	return cfg, nil
 }
+
+// defaultObjectCacheNear is how many objects a server keeps in its near
+// copy of the object cache, unless PINSTORE_OBJECT_CACHE_NEAR says
+// otherwise: about 45 MB at the 450 bytes a cached pin takes.
+const defaultObjectCacheNear = 100_000
 
 // defaultObjectCacheTTL is how long an object stays in the cache, unless
 // PINSTORE_OBJECT_CACHE_TTL says otherwise.

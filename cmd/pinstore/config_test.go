@@ -61,6 +61,30 @@ func TestFeedPullThreshold(t *testing.T) {
 	}
 }
 
+// TestObjectCacheNear: PINSTORE_OBJECT_CACHE_NEAR reaches the store's
+// Config, 100,000 objects when unset and none at 0; anything but a
+// number of objects is refused, naming the variable.
+func TestObjectCacheNear(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want int
+		err  bool
+	}{{"", defaultObjectCacheNear, false}, {"0", 0, false}, {"5000", 5000, false}, {"-1", 0, true}, {"lots", 0, true}} {
+		cfg, err := storeConfig(func(k string) string {
+			if k == "PINSTORE_OBJECT_CACHE_NEAR" {
+				return tt.in
+			}
+			return ""
+		})
+		if (err != nil) != tt.err || err == nil && cfg.ObjectCache.Near != tt.want {
+			t.Errorf("%q: %v, %v", tt.in, cfg.ObjectCache.Near, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "PINSTORE_OBJECT_CACHE_NEAR") {
+			t.Errorf("%q: the error does not name the variable: %v", tt.in, err)
+		}
+	}
+}
+
 // TestRateLimitConfig: the rate limit and burst as README's configuration
 // table gives them: the rate defaults to 1000 a second, the burst to twice
 // the rate in force (at least 1), PINSTORE_RATE_LIMIT=0 turns limiting off,
