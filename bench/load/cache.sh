@@ -9,7 +9,8 @@
 #      beside a primary-key select without the counts), board-page-d0, feed-200, linkbench
 #      and create-pin with the lean client, then get-pin, get-pin-bare and board-page-d0
 #      with -client net;
-#   2. cold: the cache emptied (the bench:c: keys deleted) before each of
+#   2. cold: the cache emptied (the bench:c: keys deleted, and the server
+#      restarted for an empty near copy) before each of
 #      get-pin, board-page-d0 and feed-200, measured from the first request
 #      (no warm-up, one api round then one baseline round);
 #   3. off: the server restarted with PINSTORE_OBJECT_CACHE=off, the lean
@@ -49,6 +50,8 @@ step "warm cache, lean client" -scenarios "$lean" -duration "$dur"
 step "warm cache, -client net" -scenarios get-pin,get-pin-bare,board-page-d0 -duration "$dur" -client net
 for s in get-pin board-page-d0 feed-200; do
   flush
+  $run stop # and the server's near copy with it
+  $run start
   step "cold cache: $s from an empty cache" -scenarios "$s" -duration "$dur" -warmup 0 -rounds 1
 done
 $run stop

@@ -95,9 +95,6 @@ type near struct {
 	hits, lapsed prometheus.Counter
 }
 
-// nearWait is a writer's wait for the members' acknowledgements: got
-// holds those that came before the members were known, left those still
-// awaited after.
 // nearEntry is an entry of the copy, and until when (ns since start) it
 // may answer: the cache's TTL after it was read from Redis.
 type nearEntry struct {
@@ -105,6 +102,9 @@ type nearEntry struct {
 	until int64
 }
 
+// nearWait is a writer's wait for the members' acknowledgements: got
+// holds those that came before the members were known, left those still
+// awaited after.
 type nearWait struct {
 	got, left map[string]bool
 	done      chan struct{}
@@ -232,8 +232,13 @@ func (n *near) beats(ctx context.Context) {
 	for {
 		n.beatMu.Lock()
 		n.seq++
-		seq := n.seq
-		n.sent[seq] = n.now()
+		seq, now := n.seq, n.now()
+		for s, at := range n.sent { // beats that never came back (Redis away): too old to matter
+			if at < now-n.fresh {
+				delete(n.sent, s)
+			}
+		}
+		n.sent[seq] = now
 		n.beatMu.Unlock()
 		c, cancel := context.WithTimeout(ctx, n.c.wait)
 		err := beat.Run(c, n.c.client, []string{n.members, n.epoch}, n.id, lapse, n.own, "b "+strconv.FormatUint(seq, 10)).Err()

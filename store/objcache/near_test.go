@@ -15,7 +15,7 @@ const testFresh = 200 * time.Millisecond
 // nearPair returns two servers' caches with near copies on one Redis
 // (each with its own client), both members, past the membership's first
 // Wait.
-func nearPair(t *testing.T) (a, b *Cache, client redis.UniversalClient) {
+func nearPair(t testing.TB) (a, b *Cache, client redis.UniversalClient) {
 	t.Helper()
 	addr := testenv.RedisAddr(t)
 	prefix := testenv.UniquePrefix(t, "near")
@@ -223,4 +223,35 @@ func TestProtocolWithANearCopy(t *testing.T) {
 			})
 		})
 	}
+}
+
+// BenchmarkInvalidate is what a write's invalidation costs its writer:
+// without a near copy, with one and no other member, and with another
+// member whose acknowledgement it waits for.
+func BenchmarkInvalidate(b *testing.B) {
+	id := pin(1, 1, 0).ID
+	run := func(b *testing.B, c *Cache) {
+		for b.Loop() {
+			if err := c.Invalidate(ctx, id); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("no-near-copy", func(b *testing.B) {
+		c, _ := newCache(b, Options{})
+		run(b, c)
+	})
+	b.Run("near-copy-alone", func(b *testing.B) {
+		c, _ := newCache(b, Options{Near: 100, NearFresh: testFresh})
+		waitServing(b, c)
+		time.Sleep(c.near.wait) // past the membership's first Wait
+		run(b, c)
+	})
+	b.Run("near-copy-and-another-member", func(b *testing.B) {
+		_, c, _ := nearPair(b)
+		run(b, c)
+		if n := testutil.ToFloat64(c.near.lapsed); n != 0 {
+			b.Fatalf("%v invalidations waited the member out", n)
+		}
+	})
 }
