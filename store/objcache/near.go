@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,7 +69,7 @@ type near struct {
 	fresh     time.Duration
 	wait      time.Duration // Fresh plus the margin: how long a writer waits for a member
 	max       int
-	start     time.Time // monotonic origin of freshUntil and sent
+	start     time.Time // monotonic origin of live, sent and the entries' until
 	members   string    // sorted set: member id → lapse (Redis ms)
 	epoch     string    // since when (Redis ms) members has been kept
 	channel   string    // every member's: invalidations
@@ -374,8 +375,11 @@ func (n *near) announce(ctx context.Context, pipe redis.Pipeliner, ids []uint64)
 			n.waitMu.Unlock()
 		}()
 		res, err := cmd.Slice()
-		if err != nil || len(res) != 2 {
+		if err != nil {
 			return err
+		}
+		if len(res) != 2 {
+			return fmt.Errorf("objcache: the invalidation's publication answered %v", res)
 		}
 		age, _ := res[0].(int64)
 		members, _ := res[1].([]any)

@@ -113,7 +113,9 @@ type Stats struct {
 // Stats returns the cache's counters.
 func (c *Cache) Stats() *Stats { return &c.stats }
 
-// New returns a Cache on client. It does not contact Redis.
+// New returns a Cache on client. It does not contact Redis, except that
+// with Options.Near its near copy subscribes and renews its membership in
+// the background until Close.
 func New(client redis.UniversalClient, opts Options) *Cache {
 	c := &Cache{client: client, prefix: opts.Prefix, ttl: opts.TTL, leaseTTL: opts.LeaseTTL, wait: opts.Timeout, hashSize: opts.HashSize,
 		log: opts.Logger, edgeOwners: opts.EdgeOwners}
