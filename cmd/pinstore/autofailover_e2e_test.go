@@ -11,8 +11,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/pinstore/pinstore/cluster/etcdtopo"
 	"github.com/pinstore/pinstore/internal/testenv"
-	"github.com/pinstore/pinstore/store/etcdtopo"
 )
 
 // TestAutoFailoverE2E: three servers with PINSTORE_FAILOVER=auto follow

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pinstore/pinstore/store/etcdtopo"
+	"github.com/pinstore/pinstore/cluster/etcdtopo"
 	"github.com/pinstore/pinstore/store/shardmap"
 
 	"go.yaml.in/yaml/v3"

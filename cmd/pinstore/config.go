@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/pinstore/pinstore/auth"
+	"github.com/pinstore/pinstore/cluster/failover"
 	"github.com/pinstore/pinstore/store"
-	"github.com/pinstore/pinstore/store/failover"
 	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardmap"
 	"github.com/pinstore/pinstore/store/topology"

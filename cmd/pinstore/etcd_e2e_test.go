@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinstore/pinstore/cluster/etcdtopo"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/model"
-	"github.com/pinstore/pinstore/store/etcdtopo"
 )
 
 // etcdFleet is a fleet that takes its topology from a real etcd cluster:

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinstore/pinstore/cluster/reshard"
 	"github.com/pinstore/pinstore/model"
-	"github.com/pinstore/pinstore/store/reshard"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
 

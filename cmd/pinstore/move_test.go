@@ -12,8 +12,8 @@ import (
 
 	"github.com/pinstore/pinstore/store/shardmap"
 
+	"github.com/pinstore/pinstore/cluster/reshard"
 	"github.com/pinstore/pinstore/internal/testenv"
-	"github.com/pinstore/pinstore/store/reshard"
 )
 
 func TestMoveShardsArgs(t *testing.T) {

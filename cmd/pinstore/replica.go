@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/pinstore/pinstore/store/failover"
-	"github.com/pinstore/pinstore/store/reshard"
+	"github.com/pinstore/pinstore/cluster/failover"
+	"github.com/pinstore/pinstore/cluster/reshard"
 )
 
 // mapHome is where the operator commands read and change the shard map:

@@ -20,10 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/pinstore/pinstore/api"
+	"github.com/pinstore/pinstore/cluster/etcdtopo"
+	"github.com/pinstore/pinstore/cluster/failover"
 	"github.com/pinstore/pinstore/internal/httpserve"
 	"github.com/pinstore/pinstore/store"
-	"github.com/pinstore/pinstore/store/etcdtopo"
-	"github.com/pinstore/pinstore/store/failover"
 	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardmap"
 )

@@ -9,10 +9,10 @@ import (
 	"regexp"
 	"strconv"
 
+	"github.com/pinstore/pinstore/cluster/etcdtopo"
+	"github.com/pinstore/pinstore/cluster/reshard"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store"
-	"github.com/pinstore/pinstore/store/etcdtopo"
-	"github.com/pinstore/pinstore/store/reshard"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
 

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinstore/pinstore/cluster/reshard"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store"
-	"github.com/pinstore/pinstore/store/reshard"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
 

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinstore/pinstore/cluster/etcdtopo"
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/model"
-	"github.com/pinstore/pinstore/store/etcdtopo"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
 

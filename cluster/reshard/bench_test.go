@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinstore/pinstore/cluster/reshard"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store"
-	"github.com/pinstore/pinstore/store/reshard"
 	"github.com/pinstore/pinstore/store/topology"
 )
 
@@ -29,7 +29,7 @@ import (
 // 9s) and two writers creating pins on the moving shards. It is skipped
 // unless the variable is set:
 //
-//	PINSTORE_BENCH_MOVE_SHARDS=256 go test -count=1 -run TestMoveShardsBench -v -timeout 30m ./store/reshard
+//	PINSTORE_BENCH_MOVE_SHARDS=256 go test -count=1 -run TestMoveShardsBench -v -timeout 30m ./cluster/reshard
 //
 // With PINSTORE_BENCH_MOVE_TOPOLOGY=etcd the same data moves the way a
 // fleet on etcd moves it (benchEtcdMove): the map in a real etcd, two

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinstore/pinstore/cluster/etcdtopo"
+	"github.com/pinstore/pinstore/cluster/reshard"
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store"
-	"github.com/pinstore/pinstore/store/etcdtopo"
-	"github.com/pinstore/pinstore/store/reshard"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
 
