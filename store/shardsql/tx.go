@@ -31,16 +31,18 @@ import (
 // own to open or to close: its START TRANSACTION goes with its first
 // statement and its COMMIT with its last (begin.go).
 type Tx struct {
-	conn       *sqlx.Conn
-	closeConn  bool    // conn is BeginOn's, given back by Rollback
-	sock       *socket // conn's socket, while it holds the transaction's deadline (Bound)
-	state      txState
-	beginLen   int // the length of the queued START TRANSACTION text
-	touched    []uint64
-	queued     strings.Builder
-	queuedArgs []any
-	marks      *cacheMarks // nil: no object cache to keep
-	inserted   *inserted   // the object InsertNew queued; nil for none
+	conn      *sqlx.Conn
+	closeConn bool    // conn is BeginOn's, given back by Rollback
+	sock      *socket // conn's socket, while it holds the transaction's deadline (Bound)
+	// stopInterrupt unregisters the interrupt Bound set on its context.
+	stopInterrupt func() bool
+	state         txState
+	beginLen      int // the length of the queued START TRANSACTION text
+	touched       []uint64
+	queued        strings.Builder
+	queuedArgs    []any
+	marks         *cacheMarks // nil: no object cache to keep
+	inserted      *inserted   // the object InsertNew queued; nil for none
 }
 
 // cacheMarks is where a Tx records, in the shard's cache_outbox, the
