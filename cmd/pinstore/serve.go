@@ -39,13 +39,21 @@ var _ api.Consistency = replicas.Tokens{}
 // defaultGCPercent is the garbage collector's target when GOGC is not set.
 const defaultGCPercent = 400
 
-// shutdownTimeout bounds the graceful shutdown: requests in flight get this
-// long to finish once the context is cancelled.
-const shutdownTimeout = 15 * time.Second
+// defaultShutdownTimeout bounds the graceful shutdown when
+// PINSTORE_SHUTDOWN_TIMEOUT does not say otherwise: requests in flight get
+// this long to finish once the context is cancelled; then their contexts
+// are cancelled, which stops their statements.
+const defaultShutdownTimeout = 15 * time.Second
+
+// shutdownTimeout reads PINSTORE_SHUTDOWN_TIMEOUT (a Go duration).
+func shutdownTimeout(getenv func(string) string) (time.Duration, error) {
+	return durationFromEnv(getenv, "PINSTORE_SHUTDOWN_TIMEOUT", defaultShutdownTimeout, false)
+}
 
 // runServe is `pinstore serve`: it opens the store, serves the API on
 // --addr until ctx is cancelled, then shuts down gracefully (in-flight
-// requests finish, up to shutdownTimeout) and closes the store. Logs are
+// requests finish, up to PINSTORE_SHUTDOWN_TIMEOUT, then are cancelled)
+// and closes the store. Logs are
 // JSON lines on stderr; the first one after start-up says where it
 // listens ("msg":"listening","addr":…), with the real port when --addr
 // asked for port 0.
@@ -74,6 +82,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return err
 	}
 	tokensEvery, err := tokensPoll(getenv)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	grace, err := shutdownTimeout(getenv)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -194,12 +206,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("serve: %w", err)
 	}
 	srv := httpserve.New(handler, httpserve.Config{
-		ReadTimeout:  30 * time.Second,
-		WriteTimeout: 60 * time.Second,
-		IdleTimeout:  120 * time.Second,
+		ReadTimeout:    30 * time.Second,
+		WriteTimeout:   60 * time.Second,
+		IdleTimeout:    120 * time.Second,
+		MaxHeaderBytes: 16 << 10,
+		// The API's own limit: a body over it is refused as it arrives.
+		MaxBodyBytes: api.DefaultMaxBodyBytes,
 		Logger:       logger,
+		// What the loop refuses is answered as the API answers.
+		Refuse: handler.Refuse,
 		// Request contexts don't derive from ctx: a shutdown lets requests
-		// in flight finish rather than cancelling their queries.
+		// in flight finish, for up to the grace, before it cancels them.
 	})
 	if topo != nil {
 		f := followTopology(ctx, topo, st, ln.Addr().String(), logger)
@@ -220,8 +237,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down", "timeout", shutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	logger.Info("shutting down", "timeout", grace.String())
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("serve: shutdown: %w", err)
