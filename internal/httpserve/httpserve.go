@@ -243,6 +243,9 @@ func (s *Server) serve(fc *fasthttp.RequestCtx) {
 	if !w.wrote {
 		w.WriteHeader(http.StatusOK)
 	}
+	if s.cancelled.Load() {
+		fc.SetConnectionClose() // a request the shutdown cancelled ends its connection
+	}
 }
 
 // convert fills r from fc with strings of its own: the URI and every
