@@ -241,7 +241,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("serve: shutdown: %w", err)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("serve: shutdown: %w", err)
+		}
+		logger.Warn("the shutdown's grace ended with requests in flight: they were cancelled", "timeout", grace.String())
 	}
 	if err := <-served; err != nil {
 		return fmt.Errorf("serve: %w", err)
