@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -175,7 +176,7 @@ func orNone(gtid string) string {
 
 func runRepair(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("repair", "repair [--dry-run]\n\nfinds and fixes pairs with one side missing, feeds, and the username index", stderr)
-	dry := fs.Bool("dry-run", false, "only count broken pairs")
+	dry := fs.Bool("dry-run", false, "only count what is broken (pairs with one side missing, feeds, usernames); change nothing")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -256,6 +257,16 @@ func runID(args []string, stdout, stderr io.Writer) error {
 		}
 		if fs.NArg() > 0 {
 			return fmt.Errorf("id encode: unexpected arguments %q", fs.Args())
+		}
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		for _, name := range []string{"shard", "type", "local"} {
+			if !given[name] {
+				return fmt.Errorf("id encode: --%s is required (%s)", name, idUsage)
+			}
+		}
+		if *local < 1 || *local > idcodec.MaxLocal {
+			return fmt.Errorf("id encode: --local %d: a local id is 1 … %d (2^36-1); 0 is never assigned", *local, uint64(idcodec.MaxLocal))
 		}
 		t, ok := idcodec.ParseType(*typ)
 		if !ok {
