@@ -114,6 +114,9 @@ func runShards(ctx context.Context, args []string, getenv func(string) string, s
 		for _, r := range h.Ranges {
 			fmt.Fprintf(stdout, "  shards %s\n", r)
 		}
+		if len(h.Ranges) == 0 {
+			fmt.Fprintf(stdout, "  no shards\n")
+		}
 	}
 	if topo != nil {
 		servers, err := topo.servers(ctx)
