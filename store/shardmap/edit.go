@@ -182,6 +182,11 @@ func patchNode(node, want *yaml.Node) {
 			}
 		}
 		node.Content = kept
+		if node.Style&yaml.FlowStyle != 0 && needsBlock(node) {
+			// A value the edit writes would have to be quoted between
+			// braces: the mapping is written as lines instead.
+			node.Style &^= yaml.FlowStyle
+		}
 	case node.Kind == yaml.SequenceNode && want.Kind == yaml.SequenceNode:
 		var items []*yaml.Node
 		used := make([]bool, len(node.Content))
@@ -213,6 +218,19 @@ func patchNode(node, want *yaml.Node) {
 			node.Style |= style & yaml.FlowStyle
 		}
 	}
+}
+
+// needsBlock reports whether a plain scalar value of mapping n cannot
+// stay plain in a flow mapping (it holds a flow indicator, as a DSN's
+// "tcp(host:port)" does).
+func needsBlock(n *yaml.Node) bool {
+	for i := 1; i < len(n.Content); i += 2 {
+		v := n.Content[i]
+		if v.Kind == yaml.ScalarNode && v.Style == 0 && (strings.ContainsAny(v.Value, ":,[]{}#") || v.Value != "" && strings.ContainsRune("-?&*!|>'\"%@`", rune(v.Value[0]))) {
+			return true
+		}
+	}
+	return false
 }
 
 // isZero reports whether n decodes to a zero value (false, "", 0, an
