@@ -28,10 +28,14 @@ type meter struct {
 
 // line is the progress line: "copy: 1/4 shards, 12,345 of about 50,000
 // rows (3.1 MB), 4,100 rows/s, about 9s left". The time left is by rows
-// when the sources gave an estimate, by shards otherwise.
+// when the sources gave an estimate (and it has not fallen short), by
+// shards otherwise.
 func (mt *meter) line() string {
 	el := time.Since(mt.start)
 	done, rows, total := mt.done.Load(), mt.rows.Load(), mt.total.Load()
+	if rows >= total {
+		total = 0 // the estimate fell short: go by shards
+	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d/%d shards, %s", mt.what, done, mt.shards, progress.Count(rows))
 	if total > 0 {
