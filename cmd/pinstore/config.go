@@ -15,7 +15,7 @@ import (
 )
 
 // Every PINSTORE_* variable is read in this file; packages take plain
-// config structs. README.md's configuration table lists them all.
+// config structs. docs/configuration.md lists them all.
 
 // defaultFeedSweep is how often a server redoes fan-out that feed_outbox
 // says is unfinished, when PINSTORE_FEED_SWEEP does not say otherwise.
