@@ -82,7 +82,7 @@ func storeConfig(getenv func(string) string) (store.Config, error) {
 		}
 	}
 	// An author with at least this many followers when they pin is pulled
-	// (merged into feeds at read time); README, "How data is laid out".
+	// (merged into feeds at read time); docs/internals.md, "The home feed".
 	if v := getenv("PINSTORE_FEED_PULL_THRESHOLD"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
@@ -136,7 +136,8 @@ func storeConfig(getenv func(string) string) (store.Config, error) {
 	}
 	// Replica reads: off unless the map or PINSTORE_REPLICA_READS turns
 	// them on; the lag a read without a token tolerates, and how long a
-	// read with one waits for a replica (README, Replicas and failover).
+	// read with one waits for a replica
+	// (docs/operations/replicas-and-failover.md).
 	switch v := getenv("PINSTORE_REPLICA_READS"); v {
 	case "", "off":
 	case "on":
