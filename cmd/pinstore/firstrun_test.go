@@ -66,10 +66,11 @@ func TestShardsExitStatus(t *testing.T) {
 }
 
 // TestRepeatedDelete: what a retried DELETE of an object sees, as
-// docs/api.md ("Safe retries") and openapi.yaml say: the first answers 204, every repeat
-// 404 not_found, like any object that is not live, with or without the
-// If-Match the first one carried, for a service token and for the
-// owner's user token alike; a repeated unlike or unfollow answers 204.
+// docs/api.md ("Safe retries") and openapi.yaml say: the first answers
+// 204, every repeat 404 not_found, like any object that is not live, with
+// or without the If-Match the first one carried, for a service token and
+// for the owner's user token alike; a repeated unlike or unfollow answers
+// 204.
 func TestRepeatedDelete(t *testing.T) {
 	s := startServer(t)
 	ann := s.create("/v1/users", map[string]any{"username": "ann"})
