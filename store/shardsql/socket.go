@@ -213,7 +213,7 @@ func (t *Tx) Bound(ctx context.Context) {
 		if hasDeadline && s.SetDeadline(d) != nil {
 			return nil
 		}
-		t.sock = s
+		t.sock, t.deadline = s, d
 		t.stopInterrupt = context.AfterFunc(ctx, s.interrupt)
 		return nil
 	})
@@ -227,12 +227,18 @@ func (t *Tx) unbound() (interrupted bool) {
 	if t.sock == nil {
 		return false
 	}
-	if t.stopInterrupt != nil && !t.stopInterrupt() {
+	switch {
+	case t.stopInterrupt != nil && !t.stopInterrupt():
 		interrupted = true
-	} else {
+	case !t.deadline.IsZero() && !time.Now().Before(t.deadline):
+		// The socket's deadline can fail a statement before ctx's timer
+		// fires: the statement may still run in the server.
+		go t.sock.interrupt()
+		interrupted = true
+	default:
 		_ = t.sock.SetDeadline(time.Time{})
 	}
-	t.sock, t.stopInterrupt = nil, nil
+	t.sock, t.stopInterrupt, t.deadline = nil, nil, time.Time{}
 	return interrupted
 }
 

@@ -36,6 +36,7 @@ type Tx struct {
 	sock      *socket // conn's socket, while it holds the transaction's deadline (Bound)
 	// stopInterrupt unregisters the interrupt Bound set on its context.
 	stopInterrupt func() bool
+	deadline      time.Time // the deadline Bound set on sock; zero for none
 	state         txState
 	beginLen      int // the length of the queued START TRANSACTION text
 	touched       []uint64
