@@ -5,6 +5,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,8 +27,9 @@ type Proc struct {
 }
 
 // Start runs argv in node n (`ip netns exec`, which execs it in the same
-// process), with env added to the test's environment, its output in a
-// log file of its own. It dies with the test binary, and is stopped when
+// process), with env added to the test's environment less its PINSTORE_*
+// variables (a process gets exactly the configuration the test gives
+// it), its output in a log file of its own. It dies with the test binary, and is stopped when
 // the test ends.
 func (l *Lab) Start(n *Node, name string, env []string, argv ...string) *Proc {
 	l.tb.Helper()
@@ -37,7 +40,7 @@ func (l *Lab) Start(n *Node, name string, env []string, argv ...string) *Proc {
 	}
 	defer f.Close()
 	cmd := exec.Command("ip", append([]string{"netns", "exec", n.NS}, argv...)...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "PINSTORE_") }), env...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	if err := testenv.StartPinned(cmd); err != nil {
