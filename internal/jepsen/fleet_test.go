@@ -334,7 +334,11 @@ func probeWrite(s *server) int {
 // failoverLog is what the servers logged about automatic failover
 // since from: one line each, the time relative to from.
 func (f *fleet) failoverLog(from time.Time) []string {
-	var out []string
+	type logLine struct {
+		at   time.Time
+		text string
+	}
+	var lines []logLine
 	for _, s := range f.servers {
 		b, err := os.ReadFile(s.proc.Log)
 		if err != nil {
@@ -357,10 +361,14 @@ func (f *fleet) failoverLog(from time.Time) []string {
 					kv = append(kv, fmt.Sprintf("%s=%v", k, v))
 				}
 			}
-			out = append(out, fmt.Sprintf("+%v %s: %s %s", at.Sub(from).Round(100*time.Millisecond), s.name, msg, strings.Join(kv, " ")))
+			lines = append(lines, logLine{at, fmt.Sprintf("+%v %s: %s %s", at.Sub(from).Round(100*time.Millisecond), s.name, msg, strings.Join(kv, " "))})
 		}
 	}
-	slices.Sort(out)
+	slices.SortStableFunc(lines, func(a, b logLine) int { return a.at.Compare(b.at) })
+	var out []string
+	for _, l := range lines {
+		out = append(out, l.text)
+	}
 	return out
 }
 
