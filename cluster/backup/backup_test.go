@@ -1,0 +1,254 @@
+package backup
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/pinstore/pinstore/internal/testenv"
+	"github.com/pinstore/pinstore/store/shardmap"
+	"github.com/pinstore/pinstore/store/topology"
+)
+
+// fixedMap is a map that stays as the test sets it.
+type fixedMap struct {
+	mu sync.Mutex
+	m  *shardmap.Map
+}
+
+func (f *fixedMap) ReadMap(context.Context, int, string) (*shardmap.Map, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.m, f.m.Version(), nil
+}
+func (f *fixedMap) String() string { return "the test's map" }
+
+const testShards = 4
+
+// probeHost is a master with a binary log holding testShards shard
+// databases, each with a table probe(id, v).
+func probeHost(t *testing.T, name string) (*testenv.Host, *fixedMap, *sqlx.DB) {
+	t.Helper()
+	h := testenv.ReplicationHost(t, name, 1)
+	prefix := testenv.UniquePrefix(t, "bk")
+	m, err := shardmap.SingleHost(h.DSN(), testShards, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := topology.Dial(h.DSN(), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	for s := range testShards {
+		for _, q := range []string{
+			"CREATE DATABASE " + m.DBName(s),
+			"CREATE TABLE " + m.DBName(s) + ".probe (id BIGINT PRIMARY KEY, v VARCHAR(64), n INT NULL) ENGINE=InnoDB",
+		} {
+			if _, err := db.Exec(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return h, &fixedMap{m: m}, db
+}
+
+// insert writes row id into shard id % testShards and returns the
+// server's GTID position after it.
+func insert(t *testing.T, db *sqlx.DB, m *shardmap.Map, id int) string {
+	t.Helper()
+	if _, err := db.Exec(fmt.Sprintf("INSERT INTO %s.probe VALUES (?, ?, NULL)", m.DBName(id%testShards)), id, fmt.Sprintf("row %d", id)); err != nil {
+		t.Fatal(err)
+	}
+	var pos string
+	if err := db.Get(&pos, "SELECT @@gtid_binlog_pos"); err != nil {
+		t.Fatal(err)
+	}
+	return pos
+}
+
+func probeIDs(t *testing.T, db *sqlx.DB, m *shardmap.Map) map[int]bool {
+	t.Helper()
+	ids := map[int]bool{}
+	for s := range testShards {
+		var got []int
+		if err := db.Select(&got, "SELECT id FROM "+m.DBName(s)+".probe"); err != nil {
+			t.Fatalf("shard %d: %v", s, err)
+		}
+		for _, id := range got {
+			ids[id] = true
+		}
+	}
+	return ids
+}
+
+// TestBackupRestoreToGTID backs up a master while it takes writes,
+// verifies the backup, then restores it to a GTID recorded between later
+// writes, after a shard database was dropped: every row written up to the
+// GTID is back, none after it; and refuses bad input, changing nothing.
+func TestBackupRestoreToGTID(t *testing.T) {
+	ctx := context.Background()
+	h, fm, db := probeHost(t, "bk-m")
+	m := fm.m
+	for id := range 50 {
+		insert(t, db, m, id)
+	}
+	// Writes go on during the backup.
+	var next atomic.Int64
+	next.Store(1000)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			insert(t, db, m, int(next.Add(1)))
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
+	dir := filepath.Join(t.TempDir(), "bk")
+	var out bytes.Buffer
+	man, err := Backup(ctx, Options{Host: "default", To: dir, Map: fm, Admin: Credentials{User: "root"}, Version: "test", Progress: &out})
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("backup: %v\n%s", err, out.String())
+	}
+	t.Logf("backup:\n%s", out.String())
+	if man.SourceRole != "master" || man.GTID == "" || man.Check.GTID == "" || len(man.Check.Databases) != testShards || man.Verified != nil {
+		t.Fatalf("manifest: %+v", man)
+	}
+	if !strings.Contains(out.String(), "not yet verified") {
+		t.Errorf("backup output does not say the backup is not yet verified:\n%s", out.String())
+	}
+	v, err := Verify(ctx, dir, "", Tools{}, &out)
+	if err != nil || !v.OK {
+		t.Fatalf("verify: %v %+v\n%s", err, v, out.String())
+	}
+	if rm, err := ReadManifest(dir); err != nil || rm.Verified == nil || !rm.Verified.OK {
+		t.Fatalf("the manifest does not record the verification: %v %+v", err, rm)
+	}
+
+	// A backup whose copy does not match its source's sums fails
+	// verification, and the manifest says so.
+	tampered := filepath.Join(t.TempDir(), "tampered")
+	if err := copyTree(ctx, dir, tampered); err != nil {
+		t.Fatal(err)
+	}
+	tm, _ := ReadManifest(tampered)
+	tm.Check.Databases[m.DBName(2)]["probe"] = TableSum{Rows: 1, Sum: 7}
+	if err := tm.write(tampered); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Verify(ctx, tampered, "", Tools{}, &out); err == nil || !strings.Contains(err.Error(), "FAILED verification: table "+m.DBName(2)+".probe") {
+		t.Fatalf("verify of a tampered backup: %v", err)
+	}
+	if rm, _ := ReadManifest(tampered); rm.Verified == nil || rm.Verified.OK || rm.Verified.Problem == "" {
+		t.Fatalf("the manifest does not record the failed verification: %+v", rm.Verified)
+	}
+
+	// More writes, a point G, more writes, an accident.
+	for id := 100; id < 120; id++ {
+		insert(t, db, m, id)
+	}
+	g := insert(t, db, m, 120)
+	for id := 121; id < 140; id++ {
+		insert(t, db, m, id)
+	}
+	if _, err := db.Exec("DROP DATABASE " + m.DBName(1)); err != nil {
+		t.Fatal(err)
+	}
+	bl := filepath.Join(t.TempDir(), "binlogs")
+	if err := CopyBinlogs(ctx, BinlogOptions{Host: "default", To: bl, Map: fm, Admin: Credentials{User: "root"}, Once: true, Progress: &out}); err != nil {
+		t.Fatalf("binlogs: %v\n%s", err, out.String())
+	}
+
+	// Bad input: refused, nothing written.
+	target := filepath.Join(t.TempDir(), "restored")
+	refuse := func(want string, opt RestoreOptions) {
+		t.Helper()
+		if opt.Backup == "" {
+			opt.Backup = dir
+		}
+		if opt.DataDir == "" {
+			opt.DataDir = target
+		}
+		_, err := Restore(ctx, opt)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("restore %+v: err %v, want %q", opt, err, want)
+		}
+		if _, err := os.Stat(target); !os.IsNotExist(err) {
+			t.Fatalf("a refused restore created %s", target)
+		}
+	}
+	refuse("does not reach 0-1-999999", RestoreOptions{Binlogs: bl, ToGTID: "0-1-999999"})
+	refuse("before the backup's position", RestoreOptions{Binlogs: bl, ToGTID: "0-1-1"})
+	refuse("is not a GTID", RestoreOptions{Binlogs: bl, ToGTID: "yesterday"})
+	refuse("is after its last transaction", RestoreOptions{Binlogs: bl, ToTime: time.Now().Add(time.Hour)})
+	refuse("needs the binary logs", RestoreOptions{ToGTID: g})
+	other := *m
+	other.DBPrefix = "zz"
+	refuse("of another deployment", RestoreOptions{Map: &fixedMap{m: &other}})
+	bad := t.TempDir()
+	os.WriteFile(filepath.Join(bad, ManifestFile), []byte(`{"format": 1, "host": `), 0o644)
+	refuse("does not parse", RestoreOptions{Backup: bad})
+	full := t.TempDir()
+	os.WriteFile(filepath.Join(full, "x"), nil, 0o644)
+	if _, err := Restore(ctx, RestoreOptions{Backup: dir, DataDir: full}); err == nil || !strings.Contains(err.Error(), "is not empty") {
+		t.Fatalf("restore into a non-empty directory: %v", err)
+	}
+	if _, err := Backup(ctx, Options{Host: "default", To: full, Map: fm, Admin: Credentials{User: "root"}}); err == nil || !strings.Contains(err.Error(), "is not empty") {
+		t.Fatalf("backup into a non-empty directory: %v", err)
+	}
+
+	// Restore to G.
+	rep, err := Restore(ctx, RestoreOptions{Backup: dir, DataDir: target, Binlogs: bl, ToGTID: g, Map: fm, Keep: true, Progress: &out})
+	if err != nil {
+		t.Fatalf("restore: %v\n%s", err, out.String())
+	}
+	defer rep.Stop()
+	rdb, err := topology.Dial("root@unix("+rep.Socket+")/", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	got := probeIDs(t, rdb, m)
+	for id := range 121 {
+		if id >= 50 && id < 100 {
+			continue
+		}
+		if !got[id] {
+			t.Errorf("row %d, written before %s, is not restored", id, g)
+		}
+	}
+	for id := 121; id < 140; id++ {
+		if got[id] {
+			t.Errorf("row %d, written after %s, is restored", id, g)
+		}
+	}
+	for id := 1001; id <= int(next.Load()); id++ {
+		if !got[id] {
+			t.Errorf("row %d, written during the backup, is not restored", id)
+		}
+	}
+	if rep.GTID != g {
+		t.Errorf("restored to %s, asked %s", rep.GTID, g)
+	}
+	var slavePos string
+	if err := rdb.Get(&slavePos, "SELECT @@gtid_slave_pos"); err != nil || slavePos != g {
+		t.Errorf("gtid_slave_pos %q (%v), want %s", slavePos, err, g)
+	}
+	_ = h
+}
