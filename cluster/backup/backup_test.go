@@ -252,3 +252,111 @@ func TestBackupRestoreToGTID(t *testing.T) {
 	}
 	_ = h
 }
+
+// changingMap returns maps[i] on its i-th read (the last one after).
+type changingMap struct {
+	mu    sync.Mutex
+	maps  []*shardmap.Map
+	reads int
+}
+
+func (c *changingMap) ReadMap(context.Context, int, string) (*shardmap.Map, string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.maps[min(c.reads, len(c.maps)-1)]
+	c.reads++
+	return m, m.Version(), nil
+}
+func (c *changingMap) String() string { return "the test's changing map" }
+
+// moved is m with shards first-last on a host "elsewhere".
+func moved(t *testing.T, m *shardmap.Map, first, last int) *shardmap.Map {
+	t.Helper()
+	c := *m
+	c.Hosts = map[string]shardmap.HostSpec{"default": m.Hosts["default"], "elsewhere": {Master: "root@tcp(127.0.0.1:1)/"}}
+	var rs []shardmap.Range
+	if first > 0 {
+		rs = append(rs, shardmap.Range{Shards: fmt.Sprintf("0-%d", first-1), Host: "default", First: 0, Last: first - 1})
+	}
+	rs = append(rs, shardmap.Range{Shards: fmt.Sprintf("%d-%d", first, last), Host: "elsewhere", First: first, Last: last})
+	if last < m.Shards-1 {
+		rs = append(rs, shardmap.Range{Shards: fmt.Sprintf("%d-%d", last+1, m.Shards-1), Host: "default", First: last + 1, Last: m.Shards - 1})
+	}
+	c.Ranges = rs
+	out, err := c.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := shardmap.Parse(out, m.Shards, m.DBPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestBackupShardsAndMoves: a backup during which the host's ranges
+// change is refused; a restore of a host whose ranges have moved since
+// says which and restores only the shards named, never a moved one; one
+// damaged shard is restored into the live master, the others untouched.
+func TestBackupShardsAndMoves(t *testing.T) {
+	ctx := context.Background()
+	_, fm, db := probeHost(t, "bk-mv")
+	m := fm.m
+	for id := range 40 {
+		insert(t, db, m, id)
+	}
+	var out bytes.Buffer
+	cm := &changingMap{maps: []*shardmap.Map{m, moved(t, m, 2, 3)}}
+	if _, err := Backup(ctx, Options{Host: "default", To: filepath.Join(t.TempDir(), "x"), Map: cm, Admin: Credentials{User: "root"}, Progress: &out}); err == nil || !strings.Contains(err.Error(), "the map changed while the backup ran") {
+		t.Fatalf("backup across a move: %v\n%s", err, out.String())
+	}
+	dir := filepath.Join(t.TempDir(), "bk")
+	if _, err := Backup(ctx, Options{Host: "default", To: dir, Map: fm, Admin: Credentials{User: "root"}, Progress: &out}); err != nil {
+		t.Fatalf("backup: %v\n%s", err, out.String())
+	}
+	// The damage: shard 1's rows deleted, shard 0 written since.
+	g := insert(t, db, m, 100)
+	if _, err := db.Exec("DELETE FROM " + m.DBName(1) + ".probe"); err != nil {
+		t.Fatal(err)
+	}
+	insert(t, db, m, 104)
+	bl := filepath.Join(t.TempDir(), "binlogs")
+	if err := CopyBinlogs(ctx, BinlogOptions{Host: "default", To: bl, Map: fm, Admin: Credentials{User: "root"}, Once: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Shards 2-3 have moved since the backup.
+	mv := &fixedMap{m: moved(t, m, 2, 3)}
+	target := filepath.Join(t.TempDir(), "restored")
+	if _, err := Restore(ctx, RestoreOptions{Backup: dir, DataDir: target, Map: mv}); err == nil || !strings.Contains(err.Error(), "2-3 now on host elsewhere") || !strings.Contains(err.Error(), "those still on host default: 0-1") {
+		t.Fatalf("restore with moved ranges: %v", err)
+	}
+	if _, err := Restore(ctx, RestoreOptions{Backup: dir, DataDir: target, Map: mv, Only: []ShardSpan{{First: 1, Last: 2}}}); err == nil || !strings.Contains(err.Error(), "shard 2 has moved to host elsewhere") {
+		t.Fatalf("restore of a moved shard: %v", err)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Fatalf("a refused restore created %s", target)
+	}
+
+	// Shard 1 alone, to G (before the damage), into the live master.
+	rep, err := Restore(ctx, RestoreOptions{Backup: dir, DataDir: target, Binlogs: bl, ToGTID: g, Map: mv, Only: []ShardSpan{{First: 1, Last: 1}}, Load: true, Admin: Credentials{User: "root"}, Progress: &out})
+	if err != nil {
+		t.Fatalf("restore shard 1: %v\n%s", err, out.String())
+	}
+	if len(rep.Loaded) != 1 || !strings.HasPrefix(rep.Loaded[0], m.DBName(1)+" → ") || len(rep.Dropped) != 3 {
+		t.Fatalf("restore shard 1: %+v", rep)
+	}
+	got := probeIDs(t, db, m)
+	for id := range 40 {
+		if !got[id] {
+			t.Errorf("row %d (shard %d) is missing after shard 1's restore", id, id%testShards)
+		}
+	}
+	if !got[100] || !got[104] {
+		t.Errorf("rows written on shard 0 after the backup are gone: %v %v", got[100], got[104])
+	}
+	var aside int
+	if err := db.Get(&aside, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME LIKE ?", "restore_aside_"+m.DBName(1)+"%"); err != nil || aside != 1 {
+		t.Errorf("the damaged shard's tables are not kept aside: %d %v", aside, err)
+	}
+}
