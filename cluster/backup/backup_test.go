@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/store/shardmap"
@@ -141,6 +143,10 @@ func TestBackupRestoreToGTID(t *testing.T) {
 		t.Fatalf("the manifest does not record the verification: %v %+v", err, rm)
 	}
 
+	if age := backupAge(t, filepath.Dir(dir), "pinstore_backup_last_good_age_seconds"); age < 0 || age > 600 {
+		t.Errorf("the last good backup's age is %v s", age)
+	}
+
 	// A backup whose copy does not match its source's sums fails
 	// verification, and the manifest says so.
 	tampered := filepath.Join(t.TempDir(), "tampered")
@@ -253,6 +259,27 @@ func TestBackupRestoreToGTID(t *testing.T) {
 	_ = h
 }
 
+// backupAge is the gauge name's value for host "default" as
+// NewCollector(dir) reports it.
+func backupAge(t *testing.T, dir, name string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(dir))
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			if f.GetName() == name && len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == "default" {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no %s{host=\"default\"} for the backups in %s", name, dir)
+	return 0
+}
+
 // changingMap returns maps[i] on its i-th read (the last one after).
 type changingMap struct {
 	mu    sync.Mutex
@@ -314,6 +341,13 @@ func TestBackupShardsAndMoves(t *testing.T) {
 	if _, err := Backup(ctx, Options{Host: "default", To: dir, Map: fm, Admin: Credentials{User: "root"}, Progress: &out}); err != nil {
 		t.Fatalf("backup: %v\n%s", err, out.String())
 	}
+	if age := backupAge(t, filepath.Dir(dir), "pinstore_backup_last_good_age_seconds"); !math.IsInf(age, 1) {
+		t.Errorf("a host with no verified backup: last good backup's age %v, want +Inf", age)
+	}
+	if age := backupAge(t, filepath.Dir(dir), "pinstore_backup_last_age_seconds"); age < 0 || age > 600 {
+		t.Errorf("the last backup's age is %v s", age)
+	}
+
 	// The damage: shard 1's rows deleted, shard 0 written since.
 	g := insert(t, db, m, 100)
 	if _, err := db.Exec("DELETE FROM " + m.DBName(1) + ".probe"); err != nil {

@@ -16,7 +16,7 @@ func TestSubcommandHelp(t *testing.T) {
 		args []string
 		want []string // in the usage
 	}{
-		{[]string{"serve", "-h"}, []string{"usage: pinstore serve", "-addr"}},
+		{[]string{"serve", "-h"}, []string{"usage: pinstore serve", "-addr", "-backups"}},
 		{[]string{"migrate", "-h"}, []string{"usage: pinstore migrate", "-per-host"}},
 		{[]string{"shards", "-h"}, []string{"usage: pinstore shards"}},
 		{[]string{"repair", "-h"}, []string{"usage: pinstore repair", "-dry-run"}},
