@@ -394,3 +394,47 @@ func TestBackupShardsAndMoves(t *testing.T) {
 		t.Errorf("the damaged shard's tables are not kept aside: %d %v", aside, err)
 	}
 }
+
+// TestCopyBinlogsFollows: without Once, the copy follows the master as it
+// writes: a transaction committed on the master reaches the copy, which a
+// restore can scan, within seconds; stopping it is ctx's cancellation.
+func TestCopyBinlogsFollows(t *testing.T) {
+	_, fm, db := probeHost(t, "bk-bl")
+	ctx, cancel := context.WithCancel(context.Background())
+	dir := t.TempDir()
+	done := make(chan error, 1)
+	var out bytes.Buffer
+	go func() {
+		done <- CopyBinlogs(ctx, BinlogOptions{Host: "default", To: dir, Map: fm, Admin: Credentials{User: "root"}, Progress: &out})
+	}()
+	tools, err := Tools{}.resolve()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		want, _ := ParseGTID(insert(t, db, fm.m, i))
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			sets, _ := binlogSets(dir)
+			if len(sets) == 1 {
+				if cv, err := sets[0].scan(ctx, tools.Binlog, GTIDPos{}, time.Time{}); err == nil && cv.last.Covers(want) {
+					break
+				}
+			}
+			if time.Now().After(deadline) {
+				cancel()
+				t.Fatalf("the copy did not reach %s in 20 s\n%s", want, out.String())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("CopyBinlogs after cancel: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("CopyBinlogs did not return 10 s after its context was cancelled")
+	}
+}
