@@ -18,7 +18,7 @@ import (
 const (
 	// DefaultAfter is how long a master must have been unreachable, as a
 	// majority of the servers see it, before it is failed over.
-	DefaultAfter = 10 * time.Second
+	DefaultAfter = 2 * time.Second
 	// defaultEvery is how often the elected server looks.
 	defaultEvery = 500 * time.Millisecond
 	// electionTTL is the lease of the election: a leader that dies or
