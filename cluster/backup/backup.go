@@ -103,6 +103,7 @@ func Backup(ctx context.Context, opt Options) (*Manifest, error) {
 		MapVersion: m.Version(), MapRev: rev, Server: srv,
 		Started: time.Now().UTC(), PinstoreVersion: opt.Version, MariaDBBackupVersion: toolV,
 	}
+	copyStart := time.Now()
 	if err := runBackup(ctx, p, tools, src, datadir, srv, opt.To); err != nil {
 		return nil, err
 	}
@@ -110,13 +111,21 @@ func Backup(ctx context.Context, opt Options) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(p, "backup: copied %d MB at GTID %s (%s:%d)\n", dirSize(filepath.Join(opt.To, DataDir))>>20, orNone(man.GTID), man.BinlogFile, man.BinlogPos)
+	fmt.Fprintf(p, "backup: copied %d MB in %v at GTID %s (%s:%d); summing the shard tables\n", dirSize(filepath.Join(opt.To, DataDir))>>20,
+		time.Since(copyStart).Round(time.Millisecond), orNone(man.GTID), man.BinlogFile, man.BinlogPos)
 
 	snapFile, err := sumSnapshot(ctx, db, man, p)
 	if err != nil {
 		return nil, err
 	}
-	if err := copyTail(ctx, tools, src, man.BinlogFile, snapFile, filepath.Join(opt.To, BinlogDir)); err != nil {
+	// The binary logs between the copy and the snapshot, for verify's
+	// replay; none when nothing was written in between.
+	if man.Check.GTID == man.GTID {
+		err = os.MkdirAll(filepath.Join(opt.To, BinlogDir), 0o750)
+	} else {
+		err = copyTail(ctx, tools, src, man.BinlogFile, snapFile, filepath.Join(opt.To, BinlogDir))
+	}
+	if err != nil {
 		return nil, err
 	}
 	m2, rev2, err := opt.Map.ReadMap(ctx, opt.Shards, opt.DBPrefix)
