@@ -98,7 +98,7 @@ func TestBackupBench(t *testing.T) {
 	}
 	backupTook := time.Since(begin)
 	for _, l := range strings.Split(out.String(), "\n") {
-		if strings.Contains(l, "copied") || strings.Contains(l, "done in") {
+		if strings.Contains(l, "MB in ") || strings.Contains(l, "done in") {
 			t.Log(l)
 		}
 	}
