@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -294,9 +295,11 @@ func runBackup(ctx context.Context, p io.Writer, tools Tools, src endpoint, data
 		}
 	}}
 	done := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait() // no progress line after the return
 	defer close(done)
 	target := filepath.Join(to, DataDir)
-	go func() {
+	wg.Go(func() {
 		t := time.NewTicker(2 * time.Second)
 		defer t.Stop()
 		start := time.Now()
@@ -308,7 +311,7 @@ func runBackup(ctx context.Context, p io.Writer, tools Tools, src endpoint, data
 				fmt.Fprintf(p, "backup: %v: %d files, %d MB copied\n", time.Since(start).Round(time.Second), files.Load(), dirSize(target)>>20)
 			}
 		}
-	}()
+	})
 	args := []string{"--defaults-file=" + opts, "--backup", "--target-dir=" + target, "--datadir=" + datadir,
 		"--innodb-page-size=" + strconv.Itoa(srv.PageSize), "--innodb-data-file-path=" + srv.DataFilePath}
 	if err := run(ctx, io.MultiWriter(logf, count), nil, tools.Backup, args...); err != nil {

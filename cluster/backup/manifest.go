@@ -77,7 +77,7 @@ func (s ShardSpan) String() string {
 	return fmt.Sprintf("%d-%d", s.First, s.Last)
 }
 
-// Holds reports whether shard is in one of spans.
+// holds reports whether shard is in one of spans.
 func holds(spans []ShardSpan, shard int) bool {
 	for _, s := range spans {
 		if shard >= s.First && shard <= s.Last {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -497,14 +496,4 @@ func Verify(ctx context.Context, dir, scratchDir string, tools Tools, p io.Write
 	}
 	fmt.Fprintf(p, "verify: backup %s is good: restored, replayed to %s, %d tables and %d rows match the source, in %s\n", dir, man.Check.GTID, tables, rows, v.Took)
 	return v, nil
-}
-
-// sortedKeys is m's keys in order.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
