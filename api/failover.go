@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/pinstore/pinstore/model"
 )
 
 // Failover holds a request that a shard's master failed (dead, cut off,
@@ -55,6 +57,20 @@ func (w *statusWriter) holdForFailover(r *http.Request, err error) bool {
 	}
 	w.held = err
 	return true
+}
+
+// inDoubt is err, for a write its master failed after it was sent and
+// that will not run again: its answer says that the write may have been
+// applied, and how to find out.
+func (w *statusWriter) inDoubt(r *http.Request, err error) error {
+	if w.failover == nil || r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return err
+	}
+	if failed, unsent := w.failover.HostFailure(err); !failed || unsent && !w.writes.Committed() {
+		return err
+	}
+	return model.Wrap("", model.EUnavailable, "the write is in doubt: its database host failed while it ran, so it may or may not have been applied; "+
+		"read it back, or retry it safely: a create with its Idempotency-Key, an edit with If-Match (412 then means it was applied)", err)
 }
 
 // rerun runs a held request again, after a new map or a moment, until it

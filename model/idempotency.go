@@ -40,10 +40,11 @@ type Idempotency struct {
 	// Replay is set by the store, with ErrReplayed, to the outcome kept
 	// for the key when the request was made before.
 	Replay Outcome
-	// Claims are the claim tokens this request may have written for the
-	// key (a claim whose insert was in doubt): the same request, run
-	// again after its master failed over, finds such a claim its own and
-	// takes it over at once instead of waiting out its lease.
+	// Claims are the claim tokens this request may have left for the key
+	// (a claim whose insert was in doubt, or that its failed create could
+	// not release): the same request, run again after its master failed
+	// over, finds such a claim its own and takes it over at once instead
+	// of waiting out its lease.
 	Claims []uint64
 }
 

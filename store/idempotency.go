@@ -101,6 +101,9 @@ func (s *Keys) keyed(ctx context.Context, op string, target topology.Shard, crea
 			return err
 		}
 		out, done, released := s.releaseKey(ctx, op, kc)
+		if !released && !done {
+			kc.k.Claimed(kc.claim) // still there: this request's, should it run again
+		}
 		switch {
 		case done:
 			return replayOf(op, kc.k, out) // it committed after all
@@ -152,13 +155,16 @@ func (s *Keys) claimKey(ctx context.Context, op string, target topology.Shard) (
 	for range 3 {
 		claim, now := newToken(), shardsql.Now()
 		kc := &keyClaim{k: k, home: home, target: target, claim: claim, expires: now.Add(model.IdempotencyWindow)}
-		k.Claimed(claim)
 		err := shardsql.InsertKey(ctx, db, home.DB, k.Hash[:], k.Fingerprint[:], shardsql.KeyPending, claim, target.DB.N, now, kc.expires)
 		if err == nil {
 			return kc, nil
 		}
 		if !shardsql.IsDuplicate(err) {
-			return nil, classify(op, home, err)
+			err = classify(op, home, err)
+			if _, failed, unsent := HostFailure(err); failed && !unsent {
+				k.Claimed(claim) // in doubt: this request's if it is there
+			}
+			return nil, err
 		}
 		r, err := shardsql.ReadKey(ctx, db, home.DB, k.Hash[:])
 		if errors.Is(err, sql.ErrNoRows) {
