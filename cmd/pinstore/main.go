@@ -50,7 +50,7 @@ commands:
                              print the tokens-file line for a service token's secret
 
 pinstore COMMAND -h prints a command's usage and flags.
-configuration comes from PINSTORE_* environment variables (see README.md)
+configuration comes from PINSTORE_* environment variables (see docs/configuration.md)
 `
 
 // run is the whole program: main only adds the process's signals,
