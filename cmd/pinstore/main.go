@@ -40,6 +40,7 @@ commands:
                              make a MariaDB server a replica of a host's master, named in the map
   failover --host HOST [--to REPLICA] [--catch-up D] [--confirm-timeout D]
                              promote a replica of HOST to master; the old one is fenced
+  backup|binlogs|restore    back a host up, verify a backup, copy binary logs, restore to a time (docs/backups.md)
   id decode ID               print an ID's shard, type and local id as JSON
   id encode --shard S --type T --local L
                              print the ID with those parts (local id 1 … 2^36-1)
@@ -84,6 +85,8 @@ func runCommand(ctx context.Context, cmd string, rest []string, getenv func(stri
 		return runReplica(ctx, rest, getenv, stdout, stderr)
 	case "failover":
 		return runFailover(ctx, rest, getenv, stdout, stderr)
+	case "backup", "binlogs", "restore":
+		return runBackups(ctx, cmd, rest, getenv, stdout, stderr)
 	case "id":
 		return runID(rest, stdout, stderr)
 	case "token":
