@@ -59,6 +59,9 @@ type Config struct {
 	// requests and sets it on their responses (consistency.go); nil: the
 	// header is ignored and never sent.
 	Consistency Consistency
+	// Changes, when set, is the change stream GET /v1/changes serves
+	// (changes.go); nil: the route answers 503.
+	Changes ChangeFeed
 }
 
 // Server is the API's http.Handler.
@@ -75,7 +78,8 @@ type Server struct {
 	ops        Ops
 	keys       KeyUser
 
-	tokens Consistency
+	tokens  Consistency
+	changes ChangeFeed
 
 	logger    *slog.Logger
 	accessLog io.Writer
@@ -110,6 +114,7 @@ func New(cfg Config) (*Server, error) {
 		maxBody:   cfg.MaxBodyBytes,
 		spec:      cfg.Spec,
 		tokens:    cfg.Consistency,
+		changes:   cfg.Changes,
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()

@@ -206,3 +206,28 @@ func changeMaps(ctx context.Context, getenv func(string) string) (*changeMapSour
 	}
 	return s, nil
 }
+
+// changeFeed is the change stream as the API serves it (api.ChangeFeed),
+// following the map the store routes by.
+type changeFeed struct {
+	maps   func() *shardmap.Map
+	logger *slog.Logger
+}
+
+func (f changeFeed) Changes(ctx context.Context, after, types, lists string, emit func(line []byte, token string, event bool) error) error {
+	ts, ms, err := parseChangeFilter(types, lists)
+	if err != nil {
+		return model.Errorf(model.EInvalid, "%s", strings.TrimPrefix(err.Error(), "--"))
+	}
+	tok, err := changes.ParseToken(after)
+	if err != nil {
+		return err
+	}
+	return changes.Follow(ctx, changes.Config{Map: f.maps, Types: ts, Lists: ms, Logger: f.logger}, tok, func(e changes.Event) error {
+		line, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		return emit(line, e.Token, e.Kind != changes.Progress)
+	})
+}

@@ -9,12 +9,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	pinstore "github.com/pinstore/pinstore"
 	"github.com/pinstore/pinstore/cluster/changes"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
@@ -108,6 +110,7 @@ type consumer struct {
 	mu       sync.Mutex
 	events   []changes.Event
 	restarts int
+	first    string // the token the first run began with
 }
 
 // run consumes until stop is closed; ready gets the first token.
@@ -153,6 +156,9 @@ func (c *consumer) run(t *testing.T, stop <-chan struct{}, ready chan<- struct{}
 			}
 			tokens = append(tokens, e.Token)
 			if first && n == 0 {
+				c.mu.Lock()
+				c.first = e.Token
+				c.mu.Unlock()
 				close(ready)
 			}
 			if e.Kind != changes.Progress {
@@ -394,6 +400,60 @@ func TestChangeStreamEndToEnd(t *testing.T) {
 	if c.restarts < 3 {
 		t.Errorf("the consumer restarted %d times, want several", c.restarts)
 	}
+
+	// GET /v1/changes from the same first token tells the same events, in
+	// the same order, a batch at a time.
+	var keys []string
+	for _, e := range uniq {
+		keys = append(keys, e.Key)
+	}
+	f.checkHTTPChanges(t, c.first, keys, users[0])
+}
+
+// checkHTTPChanges reads GET /v1/changes in batches from token until it has
+// as many events as want and checks their keys are want, each line valid
+// by the spec's ChangeEvent; and that user tokens and bad parameters are
+// refused.
+func (f *changeFleet) checkHTTPChanges(t *testing.T, token string, want []string, user string) {
+	t.Helper()
+	schema := loadSpec(t, "openapi.yaml", pinstore.OpenAPI).Components.Schemas["ChangeEvent"].Value
+	var got []string
+	for batches := 0; len(got) < len(want); batches++ {
+		if batches > 50 {
+			t.Fatalf("GET /v1/changes: %d events in 50 batches, want %d", len(got), len(want))
+		}
+		r := f.must(http.StatusOK, "GET", "/v1/changes?limit=100&wait=5&after="+url.QueryEscape(token), nil)
+		if ct := r.Header.Get("Content-Type"); ct != "application/x-ndjson" {
+			t.Fatalf("GET /v1/changes: Content-Type %q", ct)
+		}
+		lines := strings.Split(strings.TrimSuffix(string(r.Body), "\n"), "\n")
+		for i, line := range lines {
+			var v any
+			if err := json.Unmarshal([]byte(line), &v); err != nil {
+				t.Fatalf("line %d of a batch is not JSON: %v: %s", i, err, line)
+			}
+			if err := schema.VisitJSON(v); err != nil {
+				t.Fatalf("line %d of a batch is no ChangeEvent: %v: %s", i, err, line)
+			}
+			var e changes.Event
+			json.Unmarshal([]byte(line), &e)
+			if i == len(lines)-1 {
+				if e.Kind != changes.Progress {
+					t.Fatalf("a batch's last line is %s, not progress", line)
+				}
+				token = e.Token
+			} else if e.Kind != changes.Progress {
+				got = append(got, e.Key)
+			}
+		}
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("GET /v1/changes told other events than pinstore changes:\n%v\nwant\n%v", got, want)
+	}
+	f.as(mintUserToken(t, user, "1h"), http.StatusForbidden, "GET", "/v1/changes", nil)
+	f.fail(http.StatusBadRequest, "invalid_argument", "GET", "/v1/changes?after=not-a-token", nil)
+	f.fail(http.StatusBadRequest, "invalid_argument", "GET", "/v1/changes?types=pins", nil)
+	f.fail(http.StatusBadRequest, "invalid_argument", "GET", "/v1/changes?limit=0", nil)
 }
 
 type model64 uint64
