@@ -170,6 +170,10 @@ func (h *hostReader) follow(ctx context.Context, p pos, out chan<- txn) (pos, er
 		return p, fmt.Errorf("host %s: address %q: %w", h.name, cfg.Addr, err)
 	}
 	pn, _ := strconv.Atoi(port)
+	items := make(chan item, 256)
+	// The handler waits on this connection's context, which ends before
+	// the syncer is closed (Close waits for the handler).
+	cctx, ccancel := context.WithCancel(ctx)
 	syncer := replication.NewBinlogSyncer(replication.BinlogSyncerConfig{
 		// A replica's id of its own, unlike any server's of the fleet:
 		// the master drops an older connection with the same id.
@@ -183,9 +187,17 @@ func (h *hostReader) follow(ctx context.Context, p pos, out chan<- txn) (pos, er
 		ReadTimeout:      10 * time.Second,
 		DisableRetrySync: true,
 		Logger:           slog.New(slog.DiscardHandler),
-		EventCacheCount:  256,
+		// Events are taken as the syncer parses them, not from its
+		// channel: it keeps the GTID event of each new (domain, server)
+		// pair by pointer in its own GTID set and moves that one forward
+		// with every later GTID of the pair, so a GTID event read from the
+		// channel after later ones were parsed (the first one of a
+		// failover's new master) tells a later sequence number. The
+		// handler copies the GTID while it is still the event's own.
+		SynchronousEventHandler: handler{ctx: cctx, out: items},
 	})
 	defer syncer.Close()
+	defer ccancel()
 	streamer, err := syncer.StartSyncGTID(p.set())
 	if err != nil {
 		return p, fmt.Errorf("host %s: start reading the binlog after %s: %w", h.name, p, err)
@@ -193,16 +205,36 @@ func (h *hostReader) follow(ctx context.Context, p pos, out chan<- txn) (pos, er
 	if h.started != nil {
 		h.started()
 	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := streamer.GetEvent(ctx) // with a handler, only the stream's end comes here
+		errc <- err
+	}()
 	var cur *txn
 	standalone := false
+	checked := time.Now()
 	for {
-		ev, err := streamer.GetEvent(ctx)
-		if err != nil {
+		var it item
+		select {
+		case it = <-items:
+		case err := <-errc:
 			return p, err
+		case <-ctx.Done():
+			return p, ctx.Err()
+		}
+		ev := it.ev
+		// A failover names another master in the map while the old one,
+		// fenced, still answers: between transactions, once a second (the
+		// master's heartbeats wake an idle stream), look.
+		if cur == nil && time.Since(checked) >= time.Second {
+			checked = time.Now()
+			if now, err := h.dsn(); err == nil && now != dsn {
+				return p, fmt.Errorf("host %s: the map names another master", h.name)
+			}
 		}
 		switch e := ev.Event.(type) {
 		case *replication.MariadbGTIDEvent:
-			cur = &txn{host: h.name, gtid: e.GTID}
+			cur = &txn{host: h.name, gtid: it.gtid}
 			standalone = e.IsStandalone()
 		case *replication.RowsEvent:
 			if cur == nil {
@@ -228,6 +260,33 @@ func (h *hostReader) follow(ctx context.Context, p pos, out chan<- txn) (pos, er
 				cur = nil
 			}
 		}
+	}
+}
+
+// item is one binlog event as the syncer parsed it, and for a GTID event
+// its GTID at that moment.
+type item struct {
+	ev   *replication.BinlogEvent
+	gtid mysql.MariadbGTID
+}
+
+// handler hands the syncer's events to follow, one at a time: a slow
+// stream holds the syncer, and so the binlog connection, back.
+type handler struct {
+	ctx context.Context
+	out chan<- item
+}
+
+func (h handler) HandleEvent(e *replication.BinlogEvent) error {
+	it := item{ev: e}
+	if g, ok := e.Event.(*replication.MariadbGTIDEvent); ok {
+		it.gtid = g.GTID
+	}
+	select {
+	case h.out <- it:
+		return nil
+	case <-h.ctx.Done():
+		return h.ctx.Err()
 	}
 }
 

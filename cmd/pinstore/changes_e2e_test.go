@@ -106,7 +106,7 @@ func (f *changeFleet) call(method, path string, body any, key string) (int, obje
 // consumer runs `pinstore changes`, records every line, and is stopped
 // and started again from a token it acknowledged, again and again.
 type consumer struct {
-	f        *changeFleet
+	env      map[string]string
 	mu       sync.Mutex
 	events   []changes.Event
 	restarts int
@@ -115,7 +115,7 @@ type consumer struct {
 
 // run consumes until stop is closed; ready gets the first token.
 func (c *consumer) run(t *testing.T, stop <-chan struct{}, ready chan<- struct{}) error {
-	getenv := func(k string) string { return c.f.env[k] }
+	getenv := func(k string) string { return c.env[k] }
 	token := ""
 	for first := true; ; first = false {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -205,7 +205,7 @@ func (c *consumer) snapshot() []changes.Event {
 func TestChangeStreamEndToEnd(t *testing.T) {
 	f := startChangeFleet(t)
 	l := &ledger{versions: map[string]map[int64]ackedDoc{}, entries: map[string]bool{}}
-	c := &consumer{f: f}
+	c := &consumer{env: f.env}
 	stop, ready, consumed := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() { consumed <- c.run(t, stop, ready) }()
 	select {
