@@ -34,7 +34,9 @@ type fleet struct {
 	m    *shardmap.Map
 }
 
-func newFleet(t *testing.T) *fleet {
+func newFleet(t *testing.T) *fleet { return newFleetTB(t) }
+
+func newFleetTB(t testing.TB) *fleet {
 	t.Helper()
 	h := testenv.ReplicationHost(t, "changes", 1)
 	prefix := testenv.UniquePrefix(t, "chg")
@@ -61,7 +63,9 @@ func newFleet(t *testing.T) *fleet {
 
 // tx runs statements in one transaction; {0} and {1} name the shards'
 // databases.
-func (f *fleet) tx(t *testing.T, stmts ...string) {
+func (f *fleet) tx(t *testing.T, stmts ...string) { f.txTB(t, stmts...) }
+
+func (f *fleet) txTB(t testing.TB, stmts ...string) {
 	t.Helper()
 	tx, err := f.db.Begin()
 	if err != nil {
