@@ -62,6 +62,10 @@ type Config struct {
 	// Changes, when set, is the change stream GET /v1/changes serves
 	// (changes.go); nil: the route answers 503.
 	Changes ChangeFeed
+	// Failover, when set, holds a request whose shard's master failed it
+	// until a failover names a new one, and runs it again when that is
+	// safe (failover.go); nil: such a request is answered 503 at once.
+	Failover Failover
 }
 
 // Server is the API's http.Handler.
@@ -80,6 +84,8 @@ type Server struct {
 
 	tokens  Consistency
 	changes ChangeFeed
+	// failover holds requests a failed master refused (failover.go)
+	failover Failover
 
 	logger    *slog.Logger
 	accessLog io.Writer
@@ -115,6 +121,7 @@ func New(cfg Config) (*Server, error) {
 		spec:      cfg.Spec,
 		tokens:    cfg.Consistency,
 		changes:   cfg.Changes,
+		failover:  cfg.Failover,
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()

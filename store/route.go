@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+	"net"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/pinstore/pinstore/idcodec"
@@ -70,19 +73,75 @@ func (s *shards) deadline(ctx context.Context) (context.Context, context.CancelF
 // EMoving after the buffer window. fn must use sh for its database name
 // only. The objects fn's statements changed lose their cached copies,
 // and the owner cache learns the pins it created, before inTx returns
-// (cache.go).
+// (cache.go). A write that committed while the server's topology lease
+// lapsed returns EUnavailable: it is in doubt (topology/lease.go).
 func (s *shards) inTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
-	sh, release, err := s.enterShard(ctx, op, sh.N)
-	if err != nil {
-		return err
+	var hold *failoverHold
+	defer func() { hold.end() }()
+	for {
+		sh, release, err := s.enterShard(ctx, op, sh.N)
+		if err != nil {
+			return err
+		}
+		err = s.txOn(ctx, op, sh, fn)
+		release()
+		if !unsent(err) {
+			return err
+		}
+		// The host failed the write before any of it could commit (its
+		// master down, or fenced by a failover): wait in the write buffer
+		// for the map that names its new master, and write there.
+		if hold == nil {
+			hold = s.holdForFailover(ctx)
+		}
+		if !hold.wait(ctx) {
+			return err
+		}
 	}
-	defer release()
-	return s.txOn(ctx, op, sh, fn)
+}
+
+// failoverHold is a write waiting in the write buffer for a failover
+// (inTx): it retries as each new map comes, or every failoverRetry (the
+// master may answer again), until the buffer window ends.
+type failoverHold struct {
+	r        *topology.Router
+	deadline time.Time
+	release  func()
+	ok       bool
+}
+
+// failoverRetry is how often a write held for a failover tries its host
+// again when no new map comes.
+const failoverRetry = 200 * time.Millisecond
+
+func (s *shards) holdForFailover(ctx context.Context) *failoverHold {
+	h := &failoverHold{r: s.router, deadline: time.Now().Add(s.bufferWindow(ctx))}
+	h.release, h.ok = s.router.Buffer().Hold(s.cfg.WriteBufferMax)
+	return h
+}
+
+func (h *failoverHold) wait(ctx context.Context) bool {
+	if !h.ok {
+		return false
+	}
+	if !time.Now().Before(h.deadline) {
+		h.r.Buffer().Expired.Add(1)
+		return false
+	}
+	h.r.AwaitChange(ctx, min(failoverRetry, time.Until(h.deadline)))
+	return ctx.Err() == nil
+}
+
+func (h *failoverHold) end() {
+	if h != nil {
+		h.release()
+	}
 }
 
 // txOn is inTx on a route the caller pinned (enterShard, enterShards) and
 // keeps pinned until txOn returns: it never waits in the write buffer.
 func (s *shards) txOn(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
+	since := time.Now()
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
 	// Asked before the transaction takes its connection, so that a first
@@ -90,7 +149,7 @@ func (s *shards) txOn(ctx context.Context, op string, sh topology.Shard, fn func
 	perWrite := s.objects.on() && s.objects.perWrite(ctx, sh)
 	c, err := replicas.Begin(ctx, sh.Host) // replica hook: the commit's GTID goes into the request's token
 	if err != nil {
-		return classify(op, sh, err)
+		return classify(op, sh, fmt.Errorf("%w: %w", errUnsent, err))
 	}
 	defer c.Close()
 	t, err := shardsql.Begin(c.Conn(), sql.LevelDefault) // sent with the first statement
@@ -115,8 +174,46 @@ func (s *shards) txOn(ctx context.Context, op string, sh topology.Shard, fn func
 	if err := c.Commit(ctx, t); err != nil { // with the statements queued, and the GTID when the token wants it
 		return classify(op, sh, err)
 	}
+	model.WritesOf(ctx).Commit()
 	s.committed(ctx, sh.DB, t, token) // before the write is acknowledged
-	return nil
+	// Not acknowledged if the server lost the topology meanwhile: a move
+	// or failover may have left the host it committed on.
+	return s.router.Acknowledge(op, since)
+}
+
+// errUnsent marks a write that failed before any of it reached its host
+// (no connection): it cannot have committed.
+var errUnsent = errors.New("no connection")
+
+// unsent reports whether err failed a write that cannot have committed
+// for a reason a failover ends: no connection to the host's master (none
+// could be taken, or dialling it failed), or
+// the master refusing writes as read-only (a fenced former master, error
+// 1290: no statement of the transaction ran, and its commit cannot).
+func unsent(err error) bool {
+	if err == nil || !model.IsCode(err, model.EUnavailable) {
+		return false
+	}
+	var dial *net.OpError
+	if errors.Is(err, errUnsent) || errors.As(err, &dial) && dial.Op == "dial" {
+		return true
+	}
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1290
+}
+
+// HostFailure reports whether err is a failure of a shard's master that a
+// failover can end (failed: no connection, a connection lost, or the
+// master fenced read-only), which host's (as the map names it), and
+// whether nothing of the failed write can have committed (unsent): the
+// API holds such requests in the write buffer and runs them again on the
+// new map, when that is safe.
+func HostFailure(err error) (host string, failed, nothingSent bool) {
+	var hd *shardsql.HostDown
+	if err == nil || !model.IsCode(err, model.EUnavailable) || !errors.As(err, &hd) {
+		return "", false, false
+	}
+	return hd.Host, true, unsent(err)
 }
 
 // enterShard pins the write route of shard n (topology.Router.EnterShard)

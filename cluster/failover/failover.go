@@ -65,9 +65,12 @@ type Report struct {
 	NewMaster string // address
 	Answered  bool   // the old master answered: it was fenced, and the new one applied all it had
 	Promoted  string // the new master's GTID position when promoted
-	Lost      int64  // transactions of the old master the new one lacks; -1: unknown (the old master did not answer)
-	LostNote  string // how Lost is known
-	SemiSync  bool   // the promoted replica acknowledged semi-synchronously (so no acknowledged commit can be missing)
+	Lost      int64  // acknowledged transactions of the old master the new one lacks; -1: unknown (the old master did not answer)
+	// Unacknowledged counts the old master's transactions no replica
+	// received, with semi-synchronous replication: never acknowledged.
+	Unacknowledged int64
+	LostNote       string // how Lost is known
+	SemiSync       bool   // the promoted replica acknowledged semi-synchronously (so no acknowledged commit can be missing)
 	// NewSemiSync: the new master waits for its replicas' acknowledgements.
 	NewSemiSync bool
 	Repointed   []string
@@ -152,15 +155,26 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 
 	// The replicas, and the one to promote.
 	servers := probeReplicas(ctx, opt.Access, spec.ReplicaDSNs(), master != nil)
-	defer func() {
-		for _, s := range servers {
-			if s.db != nil {
-				s.db.Close()
-			}
+	defer func() { closeAll(servers) }()
+	thaw := func() {}
+	if master == nil {
+		// The master may be alive on the other side of a partition,
+		// still committing with a replica's acknowledgement. Stop every
+		// replica's I/O thread first: it then commits nothing more, and
+		// what each replica received is final. A replica that does not
+		// answer may hold (and go on acknowledging) writes the others
+		// lack: refuse.
+		if err := freeze(ctx, servers); err != nil {
+			return rep, model.Errorf(model.EConflict, "refused to fail host %q over: %v", opt.Host, err)
 		}
-	}()
+		say("stopped every replica's I/O thread: the old master can commit nothing more")
+		thaw = func() { thawAll(context.WithoutCancel(ctx), servers) }
+		closeAll(servers)
+		servers = probeReplicas(ctx, opt.Access, spec.ReplicaDSNs(), false)
+	}
 	cand, err := choose(opt.Host, opt.To, servers, master != nil)
 	if err != nil {
+		thaw()
 		return rep, err
 	}
 	rep.NewMaster = cand.addr
@@ -176,10 +190,12 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 		}
 	}, "hold writes to host "+opt.Host+" while it fails over")
 	if err != nil {
+		thaw()
 		return rep, err
 	}
 	undo := func(why error) (Report, error) {
 		// Give the host back to its master, writable, as it was.
+		thaw()
 		if master != nil {
 			_, _ = master.ExecContext(context.WithoutCancel(ctx), "SET GLOBAL read_only = OFF")
 		}
@@ -213,6 +229,14 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 	switch {
 	case master != nil:
 		rep.Lost, rep.LostNote = 0, "the new master applied the old master's last transaction "+orNone(want.String())
+	case len(opt.LastSeen) > 0 && cand.st.SemiSyncSlave:
+		// A semi-synchronous master acknowledges a commit only once a
+		// replica has it, and the candidate holds all any replica has:
+		// what it lacks was never acknowledged.
+		rep.Lost = 0
+		rep.Unacknowledged = int64(got.Behind(opt.LastSeen))
+		rep.LostNote = fmt.Sprintf("semi-synchronous: every acknowledged commit reached a replica; the old master wrote at least %d transactions (counted from its position last seen, %s) that no replica received, none of them acknowledged; pinstore replica add counts them when it comes back",
+			rep.Unacknowledged, opt.LastSeen)
 	case len(opt.LastSeen) > 0:
 		rep.Lost = int64(got.Behind(opt.LastSeen))
 		rep.LostNote = "counted from the old master's position last seen, " + opt.LastSeen.String() + ": at least these; transactions it made after are counted when it is re-attached (pinstore replica add)"
@@ -274,6 +298,45 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 	}
 	rep.Held, rep.Took, rep.MapVersion = time.Since(held), time.Since(start), final.m.Version()
 	return rep, nil
+}
+
+// freeze stops the replication I/O thread of every replica, or fails
+// naming those that do not answer (then it stops none).
+func freeze(ctx context.Context, servers []*server) error {
+	var silent []string
+	for _, s := range servers {
+		if s.db == nil {
+			silent = append(silent, fmt.Sprintf("%s (%v)", s.addr, s.err))
+		}
+	}
+	if len(silent) > 0 {
+		return fmt.Errorf("its master does not answer and neither do replicas %s: they may hold writes the old master acknowledged that the other replicas lack, and may still be acknowledging its commits; "+
+			"bring them back, or, if they are gone for good, remove them from the map's replicas and fail over again", strings.Join(silent, ", "))
+	}
+	for _, s := range servers {
+		if _, err := s.db.ExecContext(ctx, "STOP SLAVE IO_THREAD"); err != nil {
+			thawAll(context.WithoutCancel(ctx), servers)
+			return fmt.Errorf("stopping %s's replication I/O thread: %w", s.addr, err)
+		}
+	}
+	return nil
+}
+
+// thawAll starts again the I/O threads freeze stopped.
+func thawAll(ctx context.Context, servers []*server) {
+	for _, s := range servers {
+		if s.db != nil {
+			_, _ = s.db.ExecContext(ctx, "START SLAVE IO_THREAD")
+		}
+	}
+}
+
+func closeAll(servers []*server) {
+	for _, s := range servers {
+		if s.db != nil {
+			s.db.Close()
+		}
+	}
 }
 
 // probeReplicas connects to each replica and reads its state, and says

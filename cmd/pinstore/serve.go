@@ -26,6 +26,7 @@ import (
 	"github.com/pinstore/pinstore/store"
 	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardmap"
+	"github.com/pinstore/pinstore/store/topology"
 )
 
 // The store serves every interface the API declares (api.Store: Creator,
@@ -185,7 +186,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		accessLog = nil // PINSTORE_LOG_LEVEL above info: only 5xx lines, through logger
 	}
 	handler, err := api.New(api.Config{Store: st, Logger: logger, AccessLog: accessLog, Registry: reg, Limits: cfg.Limits, Auth: authMW,
-		Consistency: replicas.Tokens{}, Changes: changeFeed{maps: st.Router().Map, logger: logger}})
+		Consistency: replicas.Tokens{}, Failover: failoverHold{st.Router(), max(cfg.WriteBuffer, 0)},
+		Changes: changeFeed{maps: st.Router().Map, logger: logger}})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -245,9 +247,18 @@ func followTopology(ctx context.Context, topo *etcdTopo, st *store.Store, addr s
 	}
 	id := net.JoinHostPort(host, port)
 	m := st.Map()
+	// No write is acknowledged before the first renewal of the lease
+	// (store/topology/lease.go); they wait for it in the write buffer.
+	st.Router().SetLease(time.Now())
 	return topo.c.Follow(ctx, topo.rev, m.Version(), etcdtopo.FollowConfig{
 		ID: id, Addr: id, Shards: m.Shards, DBPrefix: m.DBPrefix, Logger: logger,
 		Drain: st.Router().Drain,
+		OnLease: func(until time.Time) {
+			if lapsed := st.Router().LeaseLapsed(); lapsed > time.Second {
+				logger.Warn("topology lease renewed: writes are taken again", "lapsed_for", lapsed.Round(time.Millisecond).String())
+			}
+			st.Router().SetLease(until)
+		},
 		Apply: func(m *shardmap.Map, rev int64) error {
 			before := st.Map().Version()
 			if m.Version() == before {
@@ -262,6 +273,33 @@ func followTopology(ctx context.Context, topo *etcdTopo, st *store.Store, addr s
 		},
 	})
 }
+
+// failoverHold is what the API needs to hold a request a failed master
+// refused until a failover (api.Failover): the write buffer's window,
+// the store's judgement of the error, and the map's changes.
+type failoverHold struct {
+	r      *topology.Router
+	window time.Duration
+}
+
+func (f failoverHold) Window() time.Duration { return f.window }
+
+// HostFailure holds only requests a host with replicas failed: only there
+// can a failover come.
+func (f failoverHold) HostFailure(err error) (bool, bool) {
+	host, failed, unsent := store.HostFailure(err)
+	if !failed {
+		return false, false
+	}
+	for _, h := range f.r.Current().Hosts() {
+		if h.Name == host {
+			return len(h.Replicas) > 0, unsent
+		}
+	}
+	return false, false
+}
+
+func (f failoverHold) AwaitChange(ctx context.Context, d time.Duration) { f.r.AwaitChange(ctx, d) }
 
 // serveDebug serves net/http/pprof on addr, which must be a loopback
 // address: profiles are for the operator on the machine, not the network.

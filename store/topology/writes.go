@@ -21,6 +21,8 @@ import (
 //     host, instead of failing: a move's switch is invisible to clients if
 //     it takes less than the buffer window, and fails with EMoving as
 //     before when it takes longer (or when too many writes wait already).
+//   - A write waits the same way while the server's topology lease is
+//     lapsed (lease.go), and fails with EUnavailable after the window.
 
 // DefaultWriteBuffer is how long a write to a range being switched waits
 // for the new map before it is refused with EMoving.
@@ -39,6 +41,32 @@ type BufferStats struct {
 
 // Waiting is how many writes wait now.
 func (b *BufferStats) Waiting() int64 { return b.waiting.Load() }
+
+// Hold counts a write that waits in the buffer for a reason of its own
+// (a failover: the store's writes whose master failed them) and returns
+// the function that ends its wait, with false when max writes wait
+// already (it then counts it as expired; release anyway).
+func (b *BufferStats) Hold(max int64) (release func(), ok bool) {
+	if b.waiting.Add(1) > max {
+		b.waiting.Add(-1)
+		b.Expired.Add(1)
+		return func() {}, false
+	}
+	b.Waited.Add(1)
+	return func() { b.waiting.Add(-1) }, true
+}
+
+// AwaitChange returns once the next map is put in force, or after d, or
+// when ctx ends.
+func (r *Router) AwaitChange(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.changes():
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
 
 // Enter pins the topology in force for a write (or a batch of writes) and
 // returns it with the function that ends the pin, which must be called
@@ -126,13 +154,23 @@ func (r *Router) enter(ctx context.Context, op string, window time.Duration, max
 			release()
 			return nil, err
 		}
+		lapsed := false
 		if n < 0 {
-			return release, nil
+			if r.leaseHeld() {
+				return release, nil
+			}
+			lapsed = true
 		}
 		release()
 		changed := r.changes()
 		if r.cur.Load() != t {
 			continue // a new map came meanwhile: look at it
+		}
+		refuse := func() error {
+			if lapsed {
+				return lapsedErr(op, r.LeaseLapsed())
+			}
+			return moving(op, n)
 		}
 		if !waited {
 			if window <= 0 || r.buffer.waiting.Add(1) > max {
@@ -140,7 +178,7 @@ func (r *Router) enter(ctx context.Context, op string, window time.Duration, max
 					r.buffer.waiting.Add(-1)
 					r.buffer.Expired.Add(1)
 				}
-				return nil, moving(op, n)
+				return nil, refuse()
 			}
 			waited = true
 			r.buffer.Waited.Add(1)
@@ -152,9 +190,12 @@ func (r *Router) enter(ctx context.Context, op string, window time.Duration, max
 			timer.Stop()
 		case <-timer.C:
 			r.buffer.Expired.Add(1)
-			return nil, moving(op, n)
+			return nil, refuse()
 		case <-ctx.Done():
 			timer.Stop()
+			if lapsed {
+				return nil, model.Wrap(op, model.EUnavailable, refuse().(*model.Error).Message, ctx.Err())
+			}
 			return nil, model.Wrap(op, model.EMoving, fmt.Sprintf("shard %d is being moved; retry shortly", n), ctx.Err())
 		}
 	}
