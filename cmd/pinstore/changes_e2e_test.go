@@ -40,9 +40,9 @@ func startChangeFleet(t *testing.T) *changeFleet {
 	}}
 }
 
-// ledger is what the writers were told: every acknowledged object
+// changeLedger is what the writers were told: every acknowledged object
 // version and list entry.
-type ledger struct {
+type changeLedger struct {
 	mu       sync.Mutex
 	versions map[string]map[int64]ackedDoc // object id → version → what its response said
 	entries  map[string]bool               // "list from->to" added and acknowledged
@@ -53,7 +53,7 @@ type ackedDoc struct {
 	description string
 }
 
-func (l *ledger) object(id string, v int64, d ackedDoc) {
+func (l *changeLedger) object(id string, v int64, d ackedDoc) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.versions[id] == nil {
@@ -62,7 +62,7 @@ func (l *ledger) object(id string, v int64, d ackedDoc) {
 	l.versions[id][v] = d
 }
 
-func (l *ledger) entry(list, from, to string) {
+func (l *changeLedger) entry(list, from, to string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.entries[list+" "+from+"->"+to] = true
@@ -204,7 +204,7 @@ func (c *consumer) snapshot() []changes.Event {
 // GTIDs ascend, and each version's document is the one acknowledged.
 func TestChangeStreamEndToEnd(t *testing.T) {
 	f := startChangeFleet(t)
-	l := &ledger{versions: map[string]map[int64]ackedDoc{}, entries: map[string]bool{}}
+	l := &changeLedger{versions: map[string]map[int64]ackedDoc{}, entries: map[string]bool{}}
 	c := &consumer{env: f.env}
 	stop, ready, consumed := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() { consumed <- c.run(t, stop, ready) }()

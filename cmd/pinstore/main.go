@@ -42,6 +42,7 @@ commands:
                              promote a replica of HOST to master; the old one is fenced
   changes [--after TOKEN] [--types pin,board] [--lists board_pins] [--nats URL]
                              print every committed change after TOKEN as NDJSON (or publish to NATS JetStream)
+  backup|binlogs|restore    back a host up, verify a backup, copy binary logs, restore to a time (docs/backups.md)
   id decode ID               print an ID's shard, type and local id as JSON
   id encode --shard S --type T --local L
                              print the ID with those parts (local id 1 … 2^36-1)
@@ -51,7 +52,7 @@ commands:
                              print the tokens-file line for a service token's secret
 
 pinstore COMMAND -h prints a command's usage and flags.
-configuration comes from PINSTORE_* environment variables (see README.md)
+configuration comes from PINSTORE_* environment variables (see docs/configuration.md)
 `
 
 // run is the whole program: main only adds the process's signals,
@@ -88,6 +89,8 @@ func runCommand(ctx context.Context, cmd string, rest []string, getenv func(stri
 		return runReplica(ctx, rest, getenv, stdout, stderr)
 	case "failover":
 		return runFailover(ctx, rest, getenv, stdout, stderr)
+	case "backup", "binlogs", "restore":
+		return runBackups(ctx, cmd, rest, getenv, stdout, stderr)
 	case "id":
 		return runID(rest, stdout, stderr)
 	case "token":

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/pinstore/pinstore/api"
+	"github.com/pinstore/pinstore/cluster/backup"
 	"github.com/pinstore/pinstore/cluster/etcdtopo"
 	"github.com/pinstore/pinstore/cluster/failover"
 	"github.com/pinstore/pinstore/internal/httpserve"
@@ -51,9 +52,10 @@ const shutdownTimeout = 15 * time.Second
 // listens ("msg":"listening","addr":…), with the real port when --addr
 // asked for port 0.
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "serve [--addr HOST:PORT]\n\nruns the HTTP API until interrupted", stderr)
+	fs := newFlags("serve", "serve [--addr HOST:PORT] [--backups DIR]\n\nruns the HTTP API until interrupted", stderr)
 	env := readServeEnv(getenv)
 	addr := fs.String("addr", env.addr, "address to listen on (env PINSTORE_ADDR)")
+	backups := fs.String("backups", "", "a directory of backups (pinstore backup --to DIR under it): /metrics reports each host's last good backup's age")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -81,6 +83,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if *backups != "" {
+		reg.MustRegister(backup.NewCollector(*backups))
+	}
 
 	cfg, err := storeConfig(getenv)
 	if err != nil {

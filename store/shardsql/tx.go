@@ -141,8 +141,7 @@ var (
 // them: a mark and that delete then wait for each other instead of
 // deadlocking. They are plain inserts where the table is keyed per write;
 // the upsert, which a shard keyed by object alone needs, measured costlier
-// (BENCHMARKS.md, "Where create-pin's gap goes, and the marks as plain
-// inserts").
+// (BENCHMARKS.md, "Create-pin").
 func (t *Tx) queueMarks() {
 	m := t.marks
 	if m == nil || m.marked == len(t.touched) {
