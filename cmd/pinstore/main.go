@@ -40,6 +40,8 @@ commands:
                              make a MariaDB server a replica of a host's master, named in the map
   failover --host HOST [--to REPLICA] [--catch-up D] [--confirm-timeout D]
                              promote a replica of HOST to master; the old one is fenced
+  changes [--after TOKEN] [--types pin,board] [--lists board_pins] [--nats URL]
+                             print every committed change after TOKEN as NDJSON (or publish to NATS JetStream)
   backup|binlogs|restore    back a host up, verify a backup, copy binary logs, restore to a time (docs/backups.md)
   id decode ID               print an ID's shard, type and local id as JSON
   id encode --shard S --type T --local L
@@ -73,6 +75,8 @@ func runCommand(ctx context.Context, cmd string, rest []string, getenv func(stri
 		return runServe(ctx, rest, getenv, stdout, stderr)
 	case "migrate":
 		return runMigrate(ctx, rest, getenv, stdout, stderr)
+	case "changes":
+		return runChanges(ctx, rest, getenv, stdout, stderr)
 	case "shards":
 		return runShards(ctx, rest, getenv, stdout, stderr)
 	case "repair":
