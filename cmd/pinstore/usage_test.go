@@ -74,6 +74,7 @@ func TestUsageListsEveryFlag(t *testing.T) {
 		{"serve"}, {"migrate"}, {"shards"}, {"repair"}, {"move-shards"},
 		{"topology", "push"}, {"topology", "pull"}, {"replica", "add"}, {"failover"},
 		{"id", "decode"}, {"id", "encode"}, {"token", "mint"}, {"token", "hash"},
+		{"changes"}, {"backup"}, {"backup", "verify"}, {"binlogs"}, {"restore"},
 	}
 	// An entry is its first line ("  CMD …") and the lines indented deeper
 	// that follow it.
