@@ -386,8 +386,12 @@ func runAutoFailover(ctx context.Context, topo *etcdTopo, st *store.Store, id st
 		Options: failover.Options{
 			Home: topo.c.Home(), Shards: m.Shards, DBPrefix: m.DBPrefix, Access: access,
 			Lock: moveLock(etcdHome{topo.c.Home()}),
+			// A failover does not rely on every server confirming: the old
+			// master is fenced, or unreachable with every replica's I/O
+			// thread stopped, so a server cut off from etcd can commit
+			// nothing there. It waits a second for the others, no longer.
 			Confirm: func(ctx context.Context, version string) error {
-				_, err := topo.c.WaitDrained(ctx, version, 5*time.Second)
+				_, err := topo.c.WaitDrained(ctx, version, time.Second)
 				return err
 			},
 		},
