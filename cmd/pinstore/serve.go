@@ -98,6 +98,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	cfg.Logger = logger
 	cfg.Registerer = reg
+	cfg.Replicas.Registerer = reg
 	if cfg.FeedSweep, err = feedSweep(getenv); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
