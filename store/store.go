@@ -251,6 +251,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		wg.Go(func() { s.cacheLoop(loops) })
 	}
 	s.startReplicas(loops, &wg)
+	wg.Go(func() { s.Ops.provisionLoop(loops) })
 	go func() {
 		wg.Wait()
 		close(s.done)

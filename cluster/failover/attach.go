@@ -17,6 +17,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardmap"
@@ -377,6 +378,9 @@ func copyShards(ctx context.Context, opt ReplicaOptions, m *shardmap.Map, master
 				dbs = append(dbs, m.DBName(n))
 			}
 		}
+	}
+	if name := migrations.DeploymentDB(m.DBPrefix); exists[name] {
+		dbs = append(dbs, name) // the deployment's record goes with its shards: a promoted replica is known for this deployment's
 	}
 	if _, err := target.ExecContext(ctx, "RESET MASTER"); err != nil {
 		return nil, fmt.Errorf("RESET MASTER on the replica: %w", err)

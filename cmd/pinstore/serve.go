@@ -125,6 +125,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			logger.Error("closing the store", "error", err.Error())
 		}
 	}()
+	if err := checkProvisioned(ctx, st, logger); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 
 	// The operator edits the shard map and the tokens file while pinstore
 	// runs: poll them, and reload both at once on SIGHUP. A malformed file
@@ -231,6 +234,37 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("serve: %w", err)
 	}
 	logger.Info("stopped")
+	return nil
+}
+
+// checkProvisioned checks, before the server listens, that every host of
+// the map holds this deployment's shard databases (store.Provisioned). It
+// refuses to serve where a host records another deployment under the
+// prefix (the same prefix, another shard count), and says loudly at start
+// what else is wrong: shards nobody migrated (readiness fails, and every
+// write to them would), or databases that migrate did not record as this
+// deployment's (they may be another's).
+func checkProvisioned(ctx context.Context, st *store.Store, logger *slog.Logger) error {
+	m := st.Map()
+	for _, p := range st.CheckProvisioning(ctx) {
+		switch {
+		case !p.Checked:
+			// The host does not answer: /readyz says so; checked again
+			// every few seconds.
+		case p.Foreign(m.Shards):
+			return fmt.Errorf("mysql host %q holds another deployment under the database prefix %q (%d shards; this server's map has %d): refusing to write into it; set PINSTORE_DB_PREFIX and PINSTORE_SHARDS (or the map's db_prefix and shards) to this deployment's",
+				p.Host, m.DBPrefix, p.RecordedShards, m.Shards)
+		case p.Missing > 0:
+			logger.Error("SHARDS NOT PROVISIONED: run pinstore migrate; until then /readyz answers 503 and writes to them fail",
+				"host", p.Host, "missing", p.Missing, "of", p.Shards, "first", p.FirstMissing, "db_prefix", m.DBPrefix)
+		case p.Shards > 0 && !p.Recorded:
+			logger.Error("SHARD DATABASES NOT RECORDED AS THIS DEPLOYMENT'S: pinstore migrate did not record them; if they are another deployment's, stop this server now (it writes into them); if they are this one's, run pinstore migrate to record them",
+				"host", p.Host, "db_prefix", m.DBPrefix, "shards", m.Shards)
+		case p.Version < p.Newest:
+			logger.Warn("shard databases behind this server's newest migration: run pinstore migrate",
+				"host", p.Host, "version", p.Version, "newest", p.Newest)
+		}
+	}
 	return nil
 }
 
