@@ -379,8 +379,16 @@ func copyShards(ctx context.Context, opt ReplicaOptions, m *shardmap.Map, master
 			}
 		}
 	}
-	if name := migrations.DeploymentDB(m.DBPrefix); exists[name] {
-		dbs = append(dbs, name) // the deployment's record goes with its shards: a promoted replica is known for this deployment's
+	if len(dbs) > 0 {
+		// The deployments' record goes with the shards: a promoted
+		// replica is known for this deployment's.
+		var n int
+		if err := master.QueryRowxContext(ctx, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", migrations.DeploymentsDB).Scan(&n); err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			dbs = append(dbs, migrations.DeploymentsDB)
+		}
 	}
 	if _, err := target.ExecContext(ctx, "RESET MASTER"); err != nil {
 		return nil, fmt.Errorf("RESET MASTER on the replica: %w", err)

@@ -80,7 +80,7 @@ func TestServeRefusesAnotherDeployment(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, "DROP DATABASE "+prefix+"deployment"); err != nil {
+	if _, err := db.ExecContext(ctx, "DELETE FROM pinstore_deployments.deployments WHERE db_prefix = ?", prefix); err != nil {
 		t.Fatal(err)
 	}
 	s := startServerMigrated(t, map[string]string{"PINSTORE_DB_PREFIX": prefix}, false)
