@@ -70,7 +70,8 @@ func (s *shards) deadline(ctx context.Context) (context.Context, context.CancelF
 // EMoving after the buffer window. fn must use sh for its database name
 // only. The objects fn's statements changed lose their cached copies,
 // and the owner cache learns the pins it created, before inTx returns
-// (cache.go).
+// (cache.go). A write that committed while the server's topology lease
+// lapsed returns EUnavailable: it is in doubt (topology/lease.go).
 func (s *shards) inTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
 	sh, release, err := s.enterShard(ctx, op, sh.N)
 	if err != nil {
@@ -83,6 +84,7 @@ func (s *shards) inTx(ctx context.Context, op string, sh topology.Shard, fn func
 // txOn is inTx on a route the caller pinned (enterShard, enterShards) and
 // keeps pinned until txOn returns: it never waits in the write buffer.
 func (s *shards) txOn(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
+	since := time.Now()
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
 	// Asked before the transaction takes its connection, so that a first
@@ -116,7 +118,9 @@ func (s *shards) txOn(ctx context.Context, op string, sh topology.Shard, fn func
 		return classify(op, sh, err)
 	}
 	s.committed(ctx, sh.DB, t, token) // before the write is acknowledged
-	return nil
+	// Not acknowledged if the server lost the topology meanwhile: a move
+	// or failover may have left the host it committed on.
+	return s.router.Acknowledge(op, since)
 }
 
 // enterShard pins the write route of shard n (topology.Router.EnterShard)

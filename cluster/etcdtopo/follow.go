@@ -22,6 +22,9 @@ const (
 	DefaultLeaseTTL   = 10 * time.Second // a dead server's registration lives this long
 	DefaultBeat       = time.Second      // how often the lease is renewed
 	DefaultStaleAfter = 3 * time.Second  // no answer from etcd this long: the topology is stale
+	// LeaseShare is the part of the registration's TTL for which a
+	// server acknowledges writes after a renewal (FollowConfig.OnLease).
+	LeaseShare = 0.75
 )
 
 // FollowConfig is what a server following the topology gives Follow.
@@ -40,6 +43,15 @@ type FollowConfig struct {
 	// Shards and DBPrefix are the defaults a map in etcd is parsed with.
 	Shards   int
 	DBPrefix string
+
+	// OnLease, if set, is told after each renewal of the registration's
+	// lease until when this server may still acknowledge writes routed
+	// by the map it has: LeaseShare of the TTL from before the renewal
+	// was asked, so it runs out before etcd can have let the
+	// registration expire (with clocks that run at the same rate to
+	// within a fifth). After etcd let it expire, the map in force is
+	// read again before OnLease is told anything.
+	OnLease func(until time.Time)
 
 	LeaseTTL   time.Duration // default DefaultLeaseTTL
 	Beat       time.Duration // default DefaultBeat
@@ -312,6 +324,7 @@ func (f *Follower) leaseLoop(ctx context.Context) {
 func (f *Follower) beat(ctx context.Context, lease *clientv3.LeaseID) error {
 	c, cancel := call(ctx)
 	defer cancel()
+	asked := time.Now()
 	fresh := false
 	if *lease != 0 {
 		if _, err := f.c.cli.KeepAliveOnce(c, *lease); err != nil {
@@ -328,19 +341,37 @@ func (f *Follower) beat(ctx context.Context, lease *clientv3.LeaseID) error {
 		}
 		*lease, fresh = g.ID, true
 	}
+	if fresh {
+		// The registration was gone (or never written): a move or a
+		// failover may have gone on without this server. Catch up with
+		// the map before acknowledging writes again.
+		data, mrev, _, err := f.c.getMapAt(c)
+		if err != nil {
+			*lease = 0
+			return err
+		}
+		if mrev > f.Registration().MapRev {
+			f.apply(data, mrev)
+		}
+	}
 	f.mu.Lock()
 	dirty, reg := f.dirty || fresh, f.reg
 	f.dirty = false
 	f.mu.Unlock()
-	if !dirty {
-		return nil
+	if dirty {
+		b, _ := json.Marshal(reg)
+		if _, err := f.c.cli.Put(c, f.c.serverKey(reg.ID), string(b), clientv3.WithLease(*lease)); err != nil {
+			f.mu.Lock()
+			f.dirty = true
+			f.mu.Unlock()
+			if fresh {
+				*lease = 0 // not registered: grant again, and tell OnLease nothing
+			}
+			return err
+		}
 	}
-	b, _ := json.Marshal(reg)
-	if _, err := f.c.cli.Put(c, f.c.serverKey(reg.ID), string(b), clientv3.WithLease(*lease)); err != nil {
-		f.mu.Lock()
-		f.dirty = true
-		f.mu.Unlock()
-		return err
+	if f.cfg.OnLease != nil {
+		f.cfg.OnLease(asked.Add(time.Duration(LeaseShare * float64(f.cfg.LeaseTTL))))
 	}
 	return nil
 }

@@ -157,11 +157,6 @@ func AddReplica(ctx context.Context, opt ReplicaOptions) (ReplicaReport, error) 
 	if err := pointAt(ctx, opt.Access, target, spec.Master, from, opt.SemiSync); err != nil {
 		return rep, fmt.Errorf("%s: %w", op, err)
 	}
-	if opt.SemiSync {
-		if err := semiSyncMaster(ctx, master); err != nil {
-			return rep, fmt.Errorf("%s: %w", op, err)
-		}
-	}
 	if _, err := target.ExecContext(ctx, "START SLAVE"); err != nil {
 		return rep, fmt.Errorf("%s: START SLAVE on %s: %w", op, rep.Replica, err)
 	}
@@ -175,6 +170,13 @@ func AddReplica(ctx context.Context, opt ReplicaOptions) (ReplicaReport, error) 
 		return rep, fmt.Errorf("%s: %s: %w", op, rep.Replica, err)
 	}
 	rep.Applied, rep.SemiSync = got.Applied.String(), got.SemiSyncSlaveOn
+	// Only now, with the replica connected and acknowledging: a master
+	// with no replica would wait for ever (SemiSyncTimeout).
+	if opt.SemiSync {
+		if err := semiSyncMaster(ctx, master); err != nil {
+			return rep, fmt.Errorf("%s: %w", op, err)
+		}
+	}
 
 	// Name it in the map (and no longer as fenced).
 	next := *m
@@ -295,11 +297,24 @@ func pointAt(ctx context.Context, a Access, db *sqlx.DB, master, use string, sem
 	return nil
 }
 
+// SemiSyncTimeout is the rpl_semi_sync_master_timeout (milliseconds) a
+// master is given: a year, so that in practice it never stops waiting
+// for a replica's acknowledgement and never falls back to asynchronous
+// replication. A master cut off from every replica then commits nothing,
+// rather than acknowledge writes a failover to one of them would lose.
+const SemiSyncTimeout = 365 * 24 * 3600 * 1000
+
 // semiSyncMaster makes db wait for a replica's acknowledgement after
 // syncing its binary log and before committing (AFTER_SYNC: no other
-// client sees a transaction no replica has).
+// client sees a transaction no replica has), with no timeout in practice
+// (SemiSyncTimeout), also while no replica is connected.
 func semiSyncMaster(ctx context.Context, db *sqlx.DB) error {
-	for _, q := range []string{"SET GLOBAL rpl_semi_sync_master_wait_point = 'AFTER_SYNC'", "SET GLOBAL rpl_semi_sync_master_enabled = ON"} {
+	for _, q := range []string{
+		"SET GLOBAL rpl_semi_sync_master_wait_point = 'AFTER_SYNC'",
+		fmt.Sprintf("SET GLOBAL rpl_semi_sync_master_timeout = %d", SemiSyncTimeout),
+		"SET GLOBAL rpl_semi_sync_master_wait_no_slave = ON",
+		"SET GLOBAL rpl_semi_sync_master_enabled = ON",
+	} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return fmt.Errorf("%s: %w", q, err)
 		}

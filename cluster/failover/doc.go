@@ -19,6 +19,17 @@
 //     says why. With semi-synchronous replication every acknowledged
 //     commit was received by a replica, so the most advanced replica has
 //     them all: none is lost.
+//   - Semi-synchronous replication never falls back to asynchronous: a
+//     master waits for a replica's acknowledgement for a year
+//     (SemiSyncTimeout), so a master cut off from its replicas commits
+//     nothing a failover could lose. Its cost: a master with no replica
+//     connected takes no writes (run two replicas a host).
+//   - With the master not answering (dead, or alive on the far side of a
+//     partition), a failover first stops every replica's I/O thread, so
+//     the old master loses its acknowledgements before anything is
+//     chosen, and refuses while any replica does not answer: that
+//     replica could hold, and still be acknowledging, commits the others
+//     lack. No ID the old master handed out is handed out again.
 //   - While a host fails over, writes to its shards wait in the servers
 //     (the host's ranges are read-only in the map, as in a shard move)
 //     and run on the new master once the map names it.

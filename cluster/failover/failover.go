@@ -152,15 +152,26 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 
 	// The replicas, and the one to promote.
 	servers := probeReplicas(ctx, opt.Access, spec.ReplicaDSNs(), master != nil)
-	defer func() {
-		for _, s := range servers {
-			if s.db != nil {
-				s.db.Close()
-			}
+	defer func() { closeAll(servers) }()
+	thaw := func() {}
+	if master == nil {
+		// The master may be alive on the other side of a partition,
+		// still committing with a replica's acknowledgement. Stop every
+		// replica's I/O thread first: it then commits nothing more, and
+		// what each replica received is final. A replica that does not
+		// answer may hold (and go on acknowledging) writes the others
+		// lack: refuse.
+		if err := freeze(ctx, servers); err != nil {
+			return rep, model.Errorf(model.EConflict, "refused to fail host %q over: %v", opt.Host, err)
 		}
-	}()
+		say("stopped every replica's I/O thread: the old master can commit nothing more")
+		thaw = func() { thawAll(context.WithoutCancel(ctx), servers) }
+		closeAll(servers)
+		servers = probeReplicas(ctx, opt.Access, spec.ReplicaDSNs(), false)
+	}
 	cand, err := choose(opt.Host, opt.To, servers, master != nil)
 	if err != nil {
+		thaw()
 		return rep, err
 	}
 	rep.NewMaster = cand.addr
@@ -176,10 +187,12 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 		}
 	}, "hold writes to host "+opt.Host+" while it fails over")
 	if err != nil {
+		thaw()
 		return rep, err
 	}
 	undo := func(why error) (Report, error) {
 		// Give the host back to its master, writable, as it was.
+		thaw()
 		if master != nil {
 			_, _ = master.ExecContext(context.WithoutCancel(ctx), "SET GLOBAL read_only = OFF")
 		}
@@ -274,6 +287,45 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 	}
 	rep.Held, rep.Took, rep.MapVersion = time.Since(held), time.Since(start), final.m.Version()
 	return rep, nil
+}
+
+// freeze stops the replication I/O thread of every replica, or fails
+// naming those that do not answer (then it stops none).
+func freeze(ctx context.Context, servers []*server) error {
+	var silent []string
+	for _, s := range servers {
+		if s.db == nil {
+			silent = append(silent, fmt.Sprintf("%s (%v)", s.addr, s.err))
+		}
+	}
+	if len(silent) > 0 {
+		return fmt.Errorf("its master does not answer and neither do replicas %s: they may hold writes the old master acknowledged that the other replicas lack, and may still be acknowledging its commits; "+
+			"bring them back, or, if they are gone for good, remove them from the map's replicas and fail over again", strings.Join(silent, ", "))
+	}
+	for _, s := range servers {
+		if _, err := s.db.ExecContext(ctx, "STOP SLAVE IO_THREAD"); err != nil {
+			thawAll(context.WithoutCancel(ctx), servers)
+			return fmt.Errorf("stopping %s's replication I/O thread: %w", s.addr, err)
+		}
+	}
+	return nil
+}
+
+// thawAll starts again the I/O threads freeze stopped.
+func thawAll(ctx context.Context, servers []*server) {
+	for _, s := range servers {
+		if s.db != nil {
+			_, _ = s.db.ExecContext(ctx, "START SLAVE IO_THREAD")
+		}
+	}
+}
+
+func closeAll(servers []*server) {
+	for _, s := range servers {
+		if s.db != nil {
+			s.db.Close()
+		}
+	}
 }
 
 // probeReplicas connects to each replica and reads its state, and says

@@ -168,8 +168,9 @@ func pullMap(t *testing.T, env map[string]string) string {
 // it routes by, which the admin route and `pinstore shards` list; a stale
 // edit and a map written by hand that does not validate are refused; the
 // loss of one member changes nothing; with etcd down the servers keep
-// serving on their map, say they are stale, and refuse nothing but map
-// changes, then follow again when etcd is back.
+// serving reads on their map, say they are stale, refuse map changes and,
+// once their topology lease runs out, writes; then follow again, and
+// write, when etcd is back.
 func TestEtcdTopology(t *testing.T) {
 	f := startEtcdFleet(t, 3, 3)
 	s0 := f.servers[0]
@@ -277,27 +278,38 @@ func TestEtcdTopology(t *testing.T) {
 	}
 	f.etcd.Start(0)
 
-	// etcd gone: reads and writes go on, /readyz says the topology is
-	// stale, map changes and moves are refused with a clear error.
+	// etcd gone: reads go on, /readyz says the topology is stale, map
+	// changes and moves are refused with a clear error, and once a
+	// server's topology lease has run out (3/4 of the registration's
+	// TTL after its last renewal) it takes no writes: it cannot know
+	// that no failover or move went on without it.
+	bob := f.servers[2].create("/v1/users", map[string]any{"username": "bob"})
+	board := f.servers[1].create("/v1/boards", map[string]any{"owner_id": bob.ID, "name": "before etcd went down"})
 	f.etcd.StopAll()
+	stopped := time.Now()
 	for _, s := range f.servers {
 		waitReady(t, s, "stale", func(st int, b readyBody) bool {
 			return st == http.StatusOK && b.Status == "degraded" && strings.Contains(b.check("topology").Error, "topology stale")
 		})
 	}
-	bob := f.servers[2].create("/v1/users", map[string]any{"username": "bob"})
-	board := f.servers[1].create("/v1/boards", map[string]any{"owner_id": bob.ID, "name": "while etcd is down"})
 	s0.must(http.StatusOK, http.MethodGet, "/v1/boards/"+board.ID, nil)
+	time.Sleep(time.Until(stopped.Add(time.Duration(etcdtopo.LeaseShare*float64(etcdtopo.DefaultLeaseTTL)) + 500*time.Millisecond)))
+	for _, s := range f.servers {
+		s.fail(http.StatusServiceUnavailable, model.EUnavailable, http.MethodPost, "/v1/boards", map[string]any{"owner_id": bob.ID, "name": "while etcd is down"})
+		s.must(http.StatusOK, http.MethodGet, "/v1/boards/"+board.ID, nil)
+	}
 	if _, err := runCmd(t, f.tools(), "topology", "push", good); !model.IsCode(err, model.EUnavailable) || !strings.Contains(err.Error(), "is not answering") {
 		t.Fatalf("push with etcd down: %v", err)
 	}
 	if _, err := runCmd(t, f.tools(), "move-shards", "--range", "0-3", "--to", "h1"); !model.IsCode(err, model.EUnavailable) || !strings.Contains(err.Error(), "is not answering") {
 		t.Fatalf("move with etcd down: %v", err)
 	}
-	// Back: the watch and the registrations resume without a restart.
+	// Back: the watch and the registrations resume without a restart,
+	// and so do writes.
 	f.etcd.StartAll()
 	for _, s := range f.servers {
 		waitReady(t, s, "ok again", func(st int, b readyBody) bool { return st == http.StatusOK && b.Status == "ok" })
+		s.create("/v1/boards", map[string]any{"owner_id": bob.ID, "name": "etcd is back"})
 	}
 	f.waitAll(t, push(t, f.tools(), good))
 	deadline = time.Now().Add(15 * time.Second)

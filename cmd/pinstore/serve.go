@@ -280,9 +280,18 @@ func followTopology(ctx context.Context, topo *etcdTopo, st *store.Store, addr s
 	}
 	id := net.JoinHostPort(host, port)
 	m := st.Map()
+	// No write is acknowledged before the first renewal of the lease
+	// (store/topology/lease.go); they wait for it in the write buffer.
+	st.Router().SetLease(time.Now())
 	return topo.c.Follow(ctx, topo.rev, m.Version(), etcdtopo.FollowConfig{
 		ID: id, Addr: id, Shards: m.Shards, DBPrefix: m.DBPrefix, Logger: logger,
 		Drain: st.Router().Drain,
+		OnLease: func(until time.Time) {
+			if lapsed := st.Router().LeaseLapsed(); lapsed > time.Second {
+				logger.Warn("topology lease renewed: writes are taken again", "lapsed_for", lapsed.Round(time.Millisecond).String())
+			}
+			st.Router().SetLease(until)
+		},
 		Apply: func(m *shardmap.Map, rev int64) error {
 			before := st.Map().Version()
 			if m.Version() == before {

@@ -13,6 +13,7 @@ import (
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store"
+	"github.com/pinstore/pinstore/store/replicas"
 )
 
 // openStore opens the store the environment describes, for operator
@@ -57,6 +58,16 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	defer topo.close()
 	defer s.Close()
+	// A master that waits for acknowledgements no replica can give would
+	// hold the first statement for ever: say so instead.
+	for _, h := range s.Router().Current().Hosts() {
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := replicas.Probe(c, h.DB)
+		cancel()
+		if err == nil && st.Stalled() != "" {
+			return fmt.Errorf("migrate: host %s's master %s commits nothing: %s. Add a replica first (pinstore replica add), or turn rpl_semi_sync_master_enabled off until one is added", h.Name, h.Addr, st.Stalled())
+		}
+	}
 	start := time.Now()
 	if err := s.Migrate(ctx, store.MigrateOptions{PerHost: *par, Progress: stdout}); err != nil {
 		return err

@@ -16,13 +16,15 @@ import (
 const AppUser = "pinstore"
 
 // SemiSyncMasterArgs and SemiSyncReplicaArgs are the mariadbd options of
-// semi-synchronous replication in the recommended set-up (README,
+// semi-synchronous replication in the recommended set-up (docs,
 // Replicas): a master waits for a replica's acknowledgement after
-// syncing its binary log; a replica acknowledges, and must not itself
-// wait for acknowledgements (it would wait, for nothing, on every
-// transaction it applies).
+// syncing its binary log, without a timeout in practice, once `pinstore
+// replica add` has given it a replica and turned the wait on (before
+// that, with no replica, it would commit nothing); a replica
+// acknowledges, and must not itself wait for acknowledgements (it would
+// wait, for nothing, on every transaction it applies).
 var (
-	SemiSyncMasterArgs  = []string{"--rpl-semi-sync-master-enabled=ON", "--rpl-semi-sync-slave-enabled=ON", "--rpl-semi-sync-master-wait-point=AFTER_SYNC"}
+	SemiSyncMasterArgs  = []string{"--rpl-semi-sync-master-enabled=OFF", "--rpl-semi-sync-slave-enabled=ON", "--rpl-semi-sync-master-wait-point=AFTER_SYNC", "--rpl-semi-sync-master-timeout=31536000000"}
 	SemiSyncReplicaArgs = []string{"--rpl-semi-sync-master-enabled=OFF", "--rpl-semi-sync-slave-enabled=ON", "--rpl-semi-sync-master-wait-point=AFTER_SYNC"}
 )
 

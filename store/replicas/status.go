@@ -35,6 +35,10 @@ type Server struct {
 	// SemiSyncSlaveOn whether its replication connection acknowledges.
 	SemiSyncMaster, SemiSyncSlave     bool
 	SemiSyncMasterOn, SemiSyncSlaveOn bool
+	// SemiSyncClients is how many replicas are connected to it
+	// acknowledging (Rpl_semi_sync_master_clients). A semi-synchronous
+	// master with none commits nothing until one connects.
+	SemiSyncClients int
 
 	// Replica is SHOW SLAVE STATUS; nil when it replicates from nobody.
 	Replica *ReplicaStatus
@@ -111,7 +115,7 @@ func Probe(ctx context.Context, db sqlx.QueryerContext) (Server, error) {
 		return s, fmt.Errorf("replicas.Probe: %w", err)
 	}
 	rows, err := db.QueryxContext(ctx, `SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
-		WHERE VARIABLE_NAME IN ('RPL_SEMI_SYNC_MASTER_STATUS', 'RPL_SEMI_SYNC_SLAVE_STATUS')`)
+		WHERE VARIABLE_NAME IN ('RPL_SEMI_SYNC_MASTER_STATUS', 'RPL_SEMI_SYNC_SLAVE_STATUS', 'RPL_SEMI_SYNC_MASTER_CLIENTS')`)
 	if err != nil {
 		return s, fmt.Errorf("replicas.Probe: %w", err)
 	}
@@ -127,6 +131,8 @@ func Probe(ctx context.Context, db sqlx.QueryerContext) (Server, error) {
 			s.SemiSyncMasterOn = on
 		case "RPL_SEMI_SYNC_SLAVE_STATUS":
 			s.SemiSyncSlaveOn = on
+		case "RPL_SEMI_SYNC_MASTER_CLIENTS":
+			s.SemiSyncClients, _ = strconv.Atoi(value)
 		}
 	}
 	if err := rows.Close(); err != nil {
@@ -136,6 +142,16 @@ func Probe(ctx context.Context, db sqlx.QueryerContext) (Server, error) {
 		return s, fmt.Errorf("replicas.Probe: %w", err)
 	}
 	return s, nil
+}
+
+// Stalled says why s, as a master, commits nothing now ("" when it
+// does): it waits for a replica's acknowledgement of every commit and
+// none is connected.
+func (s Server) Stalled() string {
+	if s.SemiSyncMaster && s.SemiSyncMasterOn && s.SemiSyncClients == 0 {
+		return "it waits for a replica's acknowledgement of every commit (semi-synchronous replication) and no replica is connected"
+	}
+	return ""
 }
 
 // parseState reads @@gtid_binlog_state: one GTID per (domain, server).

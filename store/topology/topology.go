@@ -170,6 +170,11 @@ type Router struct {
 
 	drained chan struct{} // a retired version's last pinned write ended
 	buffer  BufferStats
+
+	// The topology lease (lease.go), under mu.
+	leaseOn    bool      // SetLease was called: writes need the lease
+	leaseUntil time.Time // writes may be acknowledged until then
+	lapseEnd   time.Time // the last renewal that ended a lapse
 }
 
 // New builds the topology of m (already validated) and puts it in force.

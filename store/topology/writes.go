@@ -21,6 +21,8 @@ import (
 //     host, instead of failing: a move's switch is invisible to clients if
 //     it takes less than the buffer window, and fails with EMoving as
 //     before when it takes longer (or when too many writes wait already).
+//   - A write waits the same way while the server's topology lease is
+//     lapsed (lease.go), and fails with EUnavailable after the window.
 
 // DefaultWriteBuffer is how long a write to a range being switched waits
 // for the new map before it is refused with EMoving: WriteBufferFor the
@@ -157,13 +159,23 @@ func (r *Router) enter(ctx context.Context, op string, window time.Duration, max
 			release()
 			return nil, err
 		}
+		lapsed := false
 		if n < 0 {
-			return release, nil
+			if r.leaseHeld() {
+				return release, nil
+			}
+			lapsed = true
 		}
 		release()
 		changed := r.changes()
 		if r.cur.Load() != t {
 			continue // a new map came meanwhile: look at it
+		}
+		refuse := func() error {
+			if lapsed {
+				return lapsedErr(op, r.LeaseLapsed())
+			}
+			return moving(op, n)
 		}
 		if !waited {
 			if window <= 0 || r.buffer.waiting.Add(1) > max {
@@ -171,7 +183,7 @@ func (r *Router) enter(ctx context.Context, op string, window time.Duration, max
 					r.buffer.waiting.Add(-1)
 					r.buffer.Expired.Add(1)
 				}
-				return nil, moving(op, n)
+				return nil, refuse()
 			}
 			waited = true
 			r.buffer.Waited.Add(1)
@@ -183,9 +195,12 @@ func (r *Router) enter(ctx context.Context, op string, window time.Duration, max
 			timer.Stop()
 		case <-timer.C:
 			r.buffer.Expired.Add(1)
-			return nil, moving(op, n)
+			return nil, refuse()
 		case <-ctx.Done():
 			timer.Stop()
+			if lapsed {
+				return nil, model.Wrap(op, model.EUnavailable, refuse().(*model.Error).Message, ctx.Err())
+			}
 			return nil, model.Wrap(op, model.EMoving, fmt.Sprintf("shard %d is being moved; retry shortly", n), ctx.Err())
 		}
 	}
