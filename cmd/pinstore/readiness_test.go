@@ -96,3 +96,40 @@ func TestServeRefusesAnotherDeployment(t *testing.T) {
 	}
 	waitReady(t, s, "ok once migrate recorded the deployment", func(st int, b readyBody) bool { return st == http.StatusOK && b.Status == "ok" })
 }
+
+// TestReadyzShardsBehind: shards behind this server's newest migration
+// (a binary deployed before pinstore migrate ran) degrade the server
+// without making it unready, and it says so at start.
+func TestReadyzShardsBehind(t *testing.T) {
+	dsn := testenv.MySQLDSN(t)
+	prefix := testenv.UniquePrefix(t, "old")
+	t.Cleanup(func() { testenv.DropDatabases(t, dsn, prefix) })
+	env := map[string]string{"PINSTORE_MYSQL_DSN": dsn, "PINSTORE_SHARDS": fmt.Sprint(e2eShards), "PINSTORE_DB_PREFIX": prefix}
+	if out, err := runCmd(t, env, "migrate"); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	db, err := sqlx.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	// The newest migration's row gone from the last shard: as if it had
+	// been migrated by the version before.
+	var newest int
+	last := fmt.Sprintf("%s%05d", prefix, e2eShards-1)
+	if err := db.QueryRow("SELECT MAX(version) FROM " + last + ".schema_migrations").Scan(&newest); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("DELETE FROM "+last+".schema_migrations WHERE version = ?", newest); err != nil {
+		t.Fatal(err)
+	}
+	s := startServerMigrated(t, map[string]string{"PINSTORE_DB_PREFIX": prefix}, false)
+	if !logged(s, "behind this server's newest migration") {
+		t.Fatalf("serve did not say at start that its shards are behind:\n%s", strings.Join(s.logs.Lines(), "\n"))
+	}
+	st, b := readiness(t, s)
+	want := fmt.Sprintf("are at migration %d, this server's newest is %d: run pinstore migrate", newest-1, newest)
+	if c := b.check("shards:default"); st != http.StatusOK || b.Status != "degraded" || c.OK || !c.Degrades || !strings.Contains(c.Error, want) {
+		t.Fatalf("/readyz on shards behind: %d %+v", st, b)
+	}
+}
