@@ -103,6 +103,12 @@ func problemFor(r *http.Request, err error) (Problem, string) {
 // logged in full (with their cause) under the request id; a client only
 // sees the client-safe message.
 func writeError(w http.ResponseWriter, r *http.Request, logger *slog.Logger, err error) {
+	if sw, ok := r.Context().Value(requestIDKey).(*statusWriter); ok {
+		if sw.holdForFailover(r, err) {
+			return // answered by a rerun (failover.go)
+		}
+		err = sw.inDoubt(r, err)
+	}
 	p, retryAfter := problemFor(r, err)
 	if p.Status >= 500 {
 		logger.LogAttrs(r.Context(), slog.LevelError, "request failed",

@@ -157,7 +157,16 @@ func (s *Server) idempotent(h handlerFunc) handlerFunc {
 			return errorf(model.EInvalid, "could not read the request body")
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
+		keepBody(r, body)
 		k := model.NewIdempotency(scopeOf(r.Context()), key, r.Method, r.URL.Path, body)
+		if sw, ok := r.Context().Value(requestIDKey).(*statusWriter); ok {
+			// Run again after a failover (failover.go): the claims it may
+			// have written are its own.
+			if sw.idem != nil && sw.idem.Hash == k.Hash {
+				k.Claims = sw.idem.Claims
+			}
+			sw.idem = k
+		}
 		err = h(w, r.WithContext(model.WithIdempotency(r.Context(), k)))
 		if errors.Is(err, model.ErrReplayed) {
 			return replay(w, k.Replay)

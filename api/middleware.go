@@ -84,6 +84,16 @@ type statusWriter struct {
 	status int
 	bytes  int64
 
+	// A request held for a failover (failover.go): the error held, until
+	// when it may wait, the body it read, whether a write committed.
+	failover  Failover
+	started   time.Time
+	held      error
+	holdUntil time.Time
+	body      []byte
+	writes    model.Writes
+	idem      *model.Idempotency
+
 	id        string        // the request id
 	idHeader  [1]string     // the X-Request-Id header's value, without a slice of its own
 	principal string        // who the request acted as (authz.go), for the access log
@@ -121,6 +131,8 @@ func (c *requestContext) Value(key any) any {
 		return c.sw
 	case chi.RouteCtxKey:
 		return c.route
+	case model.WritesKey:
+		return &c.sw.writes
 	}
 	return c.Context.Value(key)
 }
@@ -208,7 +220,7 @@ func routePattern(r *http.Request) string {
 func (s *Server) observe(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, id: r.Header.Get(RequestIDHeader)}
+		sw := &statusWriter{ResponseWriter: w, id: r.Header.Get(RequestIDHeader), failover: s.failover, started: start}
 		if !validRequestID(sw.id) {
 			sw.id = newRequestID()
 		}
@@ -241,6 +253,7 @@ func (s *Server) observe(next http.Handler) http.Handler {
 			return
 		}
 		next.ServeHTTP(sw, r)
+		s.rerun(next, sw, r)
 	})
 }
 

@@ -213,6 +213,7 @@ func readBody(w http.ResponseWriter, r *http.Request, max int64, types ...string
 		}
 		return nil, errorf(model.EInvalid, "could not read the request body")
 	}
+	keepBody(r, b)
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, errorf(model.EInvalid, "the request body is empty")
 	}

@@ -59,6 +59,10 @@ type Config struct {
 	// requests and sets it on their responses (consistency.go); nil: the
 	// header is ignored and never sent.
 	Consistency Consistency
+	// Failover, when set, holds a request whose shard's master failed it
+	// until a failover names a new one, and runs it again when that is
+	// safe (failover.go); nil: such a request is answered 503 at once.
+	Failover Failover
 }
 
 // Server is the API's http.Handler.
@@ -76,6 +80,8 @@ type Server struct {
 	keys       KeyUser
 
 	tokens Consistency
+	// failover holds requests a failed master refused (failover.go)
+	failover Failover
 
 	logger    *slog.Logger
 	accessLog io.Writer
@@ -110,6 +116,7 @@ func New(cfg Config) (*Server, error) {
 		maxBody:   cfg.MaxBodyBytes,
 		spec:      cfg.Spec,
 		tokens:    cfg.Consistency,
+		failover:  cfg.Failover,
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()

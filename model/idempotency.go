@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -39,7 +40,19 @@ type Idempotency struct {
 	// Replay is set by the store, with ErrReplayed, to the outcome kept
 	// for the key when the request was made before.
 	Replay Outcome
+	// Claims are the claim tokens this request may have left for the key
+	// (a claim whose insert was in doubt, or that its failed create could
+	// not release): the same request, run again after its master failed
+	// over, finds such a claim its own and takes it over at once instead
+	// of waiting out its lease.
+	Claims []uint64
 }
+
+// Claimed records that this request may have written claim.
+func (k *Idempotency) Claimed(claim uint64) { k.Claims = append(k.Claims, claim) }
+
+// Owns reports whether claim is one this request may have written.
+func (k *Idempotency) Owns(claim uint64) bool { return slices.Contains(k.Claims, claim) }
 
 // Outcome is what a create did, as its idempotency key keeps it, in the
 // create's transaction: the object it answered with, as it was then, and

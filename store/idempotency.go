@@ -83,15 +83,54 @@ func keyHome(t *topology.Topology, k *model.Idempotency) topology.Shard {
 // create writing to target: claim, create (which records its outcome in
 // its transaction: create, record), and release the claim when create
 // fails.
+//
+// A create that failed in doubt (EUnavailable: its host died or was
+// failed over between its statements and its answer) is resolved within
+// the request when its host comes back or fails over within the write
+// buffer window: releaseKey's fence finds it committed, and the request
+// answers the replay, or never to commit, and the create runs again
+// under a new claim, once.
 func (s *Keys) keyed(ctx context.Context, op string, target topology.Shard, create func(kc *keyClaim) error) error {
-	kc, err := s.claimKey(ctx, op, target)
-	if err != nil {
+	for attempt := 0; ; attempt++ {
+		kc, err := s.claimKeyHeld(ctx, op, target)
+		if err != nil {
+			return err
+		}
+		err = create(kc)
+		if err == nil || kc == nil || kc.held {
+			return err
+		}
+		out, done, released := s.releaseKey(ctx, op, kc)
+		if !released && !done {
+			kc.k.Claimed(kc.claim) // still there: this request's, should it run again
+		}
+		switch {
+		case done:
+			return replayOf(op, kc.k, out) // it committed after all
+		case released && attempt == 0 && model.IsCode(err, model.EUnavailable) && ctx.Err() == nil:
+			continue // it never will: run it again
+		}
 		return err
 	}
-	if err = create(kc); err != nil && kc != nil && !kc.held {
-		s.releaseKey(ctx, op, kc)
+}
+
+// claimKeyHeld is claimKey, waiting in the write buffer while the
+// home's master cannot be reached (a failover), as inTx does.
+func (s *Keys) claimKeyHeld(ctx context.Context, op string, target topology.Shard) (*keyClaim, error) {
+	var hold *failoverHold
+	defer func() { hold.end() }()
+	for {
+		kc, err := s.claimKey(ctx, op, target)
+		if !unsent(err) {
+			return kc, err
+		}
+		if hold == nil {
+			hold = s.holdForFailover(ctx)
+		}
+		if !hold.wait(ctx) {
+			return kc, err
+		}
 	}
-	return err
 }
 
 // claimKey claims ctx's key on its home for a create writing to target
@@ -121,7 +160,11 @@ func (s *Keys) claimKey(ctx context.Context, op string, target topology.Shard) (
 			return kc, nil
 		}
 		if !shardsql.IsDuplicate(err) {
-			return nil, classify(op, home, err)
+			err = classify(op, home, err)
+			if failed, unsent := HostFailure(err); failed && !unsent {
+				k.Claimed(claim) // in doubt: this request's if it is there
+			}
+			return nil, err
 		}
 		r, err := shardsql.ReadKey(ctx, db, home.DB, k.Hash[:])
 		if errors.Is(err, sql.ErrNoRows) {
@@ -146,10 +189,11 @@ func (s *Keys) claimKey(ctx context.Context, op string, target topology.Shard) (
 			switch {
 			case found && out.State == shardsql.OutcomeDone:
 				return nil, replayOf(op, k, out)
-			case !(found && out.State == shardsql.OutcomeFenced) && now.Sub(r.ClaimedAt) < model.IdempotencyLease:
+			case !(found && out.State == shardsql.OutcomeFenced) && now.Sub(r.ClaimedAt) < model.IdempotencyLease && !k.Owns(r.Claim):
 				return nil, model.Wrap(op, model.EKeyInUse, "a request with this Idempotency-Key is still running; retry later", nil)
 			}
-			// The claimant outlived its lease (or gave up): make sure it
+			// The claimant outlived its lease, gave up, or is this request
+			// run before (its claim's insert was in doubt): make sure it
 			// can no longer commit, then take its claim.
 			if out, err = shardsql.FenceOutcome(ctx, old.Host.DB, old.DB, k.Hash[:], r.Claim, r.ExpiresAt); err != nil {
 				return nil, classify(op, old, err)
@@ -317,17 +361,18 @@ func (kc *keyClaim) note(ctx context.Context, tx *shardsql.Tx, op string, id uin
 // releaseKey frees kc's key after its create failed, so a retry may run
 // at once: it fences the claim on the target (a create whose commit
 // failed in doubt either committed, and keeps its outcome for the retry
-// to replay, or never will), then deletes the claim. A failure leaves
-// the claim to its lease.
-func (s *Keys) releaseKey(ctx context.Context, op string, kc *keyClaim) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.QueryTimeout)
+// to replay: done, with out; or never will), then deletes the claim
+// (released). While the target's or the home's master is down it waits
+// for it, or for a failover, within the write buffer window; a failure
+// after that leaves the claim to its lease.
+func (s *Keys) releaseKey(ctx context.Context, op string, kc *keyClaim) (out shardsql.Outcome, done, released bool) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.QueryTimeout+s.bufferWindow(ctx))
 	defer cancel()
 	// Both writes are pinned to the map in force (enterShard), like every
 	// write: the shards may have moved since the claim.
-	done := false
 	err := s.onShard(ctx, op, kc.target.N, func(target topology.Shard) error {
-		out, err := shardsql.FenceOutcome(ctx, target.Host.DB, target.DB, kc.k.Hash[:], kc.claim, kc.expires)
-		if err != nil {
+		var err error
+		if out, err = shardsql.FenceOutcome(ctx, target.Host.DB, target.DB, kc.k.Hash[:], kc.claim, kc.expires); err != nil {
 			return classify(op, target, err)
 		}
 		done = out.State == shardsql.OutcomeDone // it committed after all: a retry replays it
@@ -337,21 +382,38 @@ func (s *Keys) releaseKey(ctx context.Context, op string, kc *keyClaim) {
 		err = s.onShard(ctx, op, kc.home.N, func(home topology.Shard) error {
 			return classify(op, home, shardsql.ReleaseKey(ctx, home.Host.DB, home.DB, kc.k.Hash[:], kc.claim))
 		})
+		released = err == nil
 	}
 	if err != nil {
 		s.log.Warn("idempotency key left pending until its lease ends", "err", model.ErrorMessage(err))
 	}
+	return out, done, released
 }
 
 // onShard runs fn with the write route of shard n, pinned to the map in
-// force (enterShard).
+// force (enterShard). fn must be idempotent: while the shard's master is
+// unavailable it runs again, on each new map, within the write buffer
+// window (a failover).
 func (s *Keys) onShard(ctx context.Context, op string, n int, fn func(topology.Shard) error) error {
-	sh, release, err := s.enterShard(ctx, op, n)
-	if err != nil {
-		return err
+	var hold *failoverHold
+	defer func() { hold.end() }()
+	for {
+		sh, release, err := s.enterShard(ctx, op, n)
+		if err != nil {
+			return err
+		}
+		err = fn(sh)
+		release()
+		if !model.IsCode(err, model.EUnavailable) {
+			return err
+		}
+		if hold == nil {
+			hold = s.holdForFailover(ctx)
+		}
+		if !hold.wait(ctx) {
+			return err
+		}
 	}
-	defer release()
-	return fn(sh)
 }
 
 // userShard is where a new user goes: the open shard its key hashes to

@@ -3,9 +3,14 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/pinstore/pinstore/idcodec"
@@ -73,12 +78,66 @@ func (s *shards) deadline(ctx context.Context) (context.Context, context.CancelF
 // (cache.go). A write that committed while the server's topology lease
 // lapsed returns EUnavailable: it is in doubt (topology/lease.go).
 func (s *shards) inTx(ctx context.Context, op string, sh topology.Shard, fn func(tx *shardsql.Tx) error) error {
-	sh, release, err := s.enterShard(ctx, op, sh.N)
-	if err != nil {
-		return err
+	var hold *failoverHold
+	defer func() { hold.end() }()
+	for {
+		sh, release, err := s.enterShard(ctx, op, sh.N)
+		if err != nil {
+			return err
+		}
+		err = s.txOn(ctx, op, sh, fn)
+		release()
+		if !unsent(err) {
+			return err
+		}
+		// The host failed the write before any of it could commit (its
+		// master down, or fenced by a failover): wait in the write buffer
+		// for the map that names its new master, and write there.
+		if hold == nil {
+			hold = s.holdForFailover(ctx)
+		}
+		if !hold.wait(ctx) {
+			return err
+		}
 	}
-	defer release()
-	return s.txOn(ctx, op, sh, fn)
+}
+
+// failoverHold is a write waiting in the write buffer for a failover
+// (inTx): it retries as each new map comes, or every failoverRetry (the
+// master may answer again), until the buffer window ends.
+type failoverHold struct {
+	r        *topology.Router
+	deadline time.Time
+	release  func()
+	ok       bool
+}
+
+// failoverRetry is how often a write held for a failover tries its host
+// again when no new map comes.
+const failoverRetry = 200 * time.Millisecond
+
+func (s *shards) holdForFailover(ctx context.Context) *failoverHold {
+	h := &failoverHold{r: s.router, deadline: time.Now().Add(s.bufferWindow(ctx))}
+	h.release, h.ok = s.router.Buffer().Hold(s.cfg.WriteBufferMax)
+	return h
+}
+
+func (h *failoverHold) wait(ctx context.Context) bool {
+	if !h.ok {
+		return false
+	}
+	if !time.Now().Before(h.deadline) {
+		h.r.Buffer().Expired.Add(1)
+		return false
+	}
+	h.r.AwaitChange(ctx, min(failoverRetry, time.Until(h.deadline)))
+	return ctx.Err() == nil
+}
+
+func (h *failoverHold) end() {
+	if h != nil {
+		h.release()
+	}
 }
 
 // txOn is inTx on a route the caller pinned (enterShard, enterShards) and
@@ -92,7 +151,7 @@ func (s *shards) txOn(ctx context.Context, op string, sh topology.Shard, fn func
 	perWrite := s.objects.on() && s.objects.perWrite(ctx, sh)
 	c, err := replicas.Begin(ctx, sh.Host) // replica hook: the commit's GTID goes into the request's token
 	if err != nil {
-		return classify(op, sh, err)
+		return classify(op, sh, fmt.Errorf("%w: %w", errUnsent, err))
 	}
 	defer c.Close()
 	t, err := shardsql.Begin(c.Conn(), sql.LevelDefault) // sent with the first statement
@@ -117,10 +176,56 @@ func (s *shards) txOn(ctx context.Context, op string, sh topology.Shard, fn func
 	if err := c.Commit(ctx, t); err != nil { // with the statements queued, and the GTID when the token wants it
 		return classify(op, sh, err)
 	}
+	model.WritesOf(ctx).Commit()
 	s.committed(ctx, sh.DB, t, token) // before the write is acknowledged
 	// Not acknowledged if the server lost the topology meanwhile: a move
 	// or failover may have left the host it committed on.
 	return s.router.Acknowledge(op, since)
+}
+
+// errUnsent marks a write that failed before any of it reached its host
+// (no connection): it cannot have committed.
+var errUnsent = errors.New("no connection")
+
+// unsent reports whether err failed a write that cannot have committed
+// for a reason a failover ends: no connection to the host's master (none
+// could be taken, or dialling it failed), or
+// the master refusing writes as read-only (a fenced former master, error
+// 1290: no statement of the transaction ran, and its commit cannot).
+func unsent(err error) bool {
+	if err == nil || !model.IsCode(err, model.EUnavailable) {
+		return false
+	}
+	var dial *net.OpError
+	if errors.Is(err, errUnsent) || errors.As(err, &dial) && dial.Op == "dial" {
+		return true
+	}
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1290
+}
+
+// HostFailure reports whether err is a failure of a shard's master that a
+// failover can end (failed: no connection, a connection lost, or the
+// master fenced read-only), and whether nothing of the failed write can
+// have committed (unsent): the API holds such requests in the write
+// buffer and runs them again on the new map, when that is safe.
+func HostFailure(err error) (failed, nothingSent bool) {
+	if err == nil || !model.IsCode(err, model.EUnavailable) {
+		return false, false
+	}
+	if unsent(err) {
+		return true, true
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 2002, 2003, 2006, 2013: // can't connect, gone away, lost
+			return true, false
+		}
+		return false, false
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF), false
 }
 
 // enterShard pins the write route of shard n (topology.Router.EnterShard)

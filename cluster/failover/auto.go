@@ -18,7 +18,7 @@ import (
 const (
 	// DefaultAfter is how long a master must have been unreachable, as a
 	// majority of the servers see it, before it is failed over.
-	DefaultAfter = 10 * time.Second
+	DefaultAfter = 2 * time.Second
 	// defaultEvery is how often the elected server looks.
 	defaultEvery = 500 * time.Millisecond
 	// electionTTL is the lease of the election: a leader that dies or
@@ -166,7 +166,7 @@ func (a *auto) check(ctx context.Context) {
 			continue
 		}
 		a.cfg.Logger.Warn("automatic failover: done", "host", name, "from", rep.OldMaster, "to", rep.NewMaster,
-			"promoted_at", rep.Promoted, "lost", rep.Lost, "lost_note", rep.LostNote, "semi_sync", rep.SemiSync,
+			"promoted_at", rep.Promoted, "lost", rep.Lost, "unacknowledged", rep.Unacknowledged, "lost_note", rep.LostNote, "semi_sync", rep.SemiSync,
 			"writes_held", rep.Held.String(), "took", rep.Took.String(), "down_for", time.Since(since).String(),
 			"repointed", fmt.Sprint(rep.Repointed), "not_repointed", fmt.Sprint(rep.Failed), "map_version", rep.MapVersion)
 	}

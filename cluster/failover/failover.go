@@ -65,9 +65,12 @@ type Report struct {
 	NewMaster string // address
 	Answered  bool   // the old master answered: it was fenced, and the new one applied all it had
 	Promoted  string // the new master's GTID position when promoted
-	Lost      int64  // transactions of the old master the new one lacks; -1: unknown (the old master did not answer)
-	LostNote  string // how Lost is known
-	SemiSync  bool   // the promoted replica acknowledged semi-synchronously (so no acknowledged commit can be missing)
+	Lost      int64  // acknowledged transactions of the old master the new one lacks; -1: unknown (the old master did not answer)
+	// Unacknowledged counts the old master's transactions no replica
+	// received, with semi-synchronous replication: never acknowledged.
+	Unacknowledged int64
+	LostNote       string // how Lost is known
+	SemiSync       bool   // the promoted replica acknowledged semi-synchronously (so no acknowledged commit can be missing)
 	// NewSemiSync: the new master waits for its replicas' acknowledgements.
 	NewSemiSync bool
 	Repointed   []string
@@ -226,6 +229,14 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 	switch {
 	case master != nil:
 		rep.Lost, rep.LostNote = 0, "the new master applied the old master's last transaction "+orNone(want.String())
+	case len(opt.LastSeen) > 0 && cand.st.SemiSyncSlave:
+		// A semi-synchronous master acknowledges a commit only once a
+		// replica has it, and the candidate holds all any replica has:
+		// what it lacks was never acknowledged.
+		rep.Lost = 0
+		rep.Unacknowledged = int64(got.Behind(opt.LastSeen))
+		rep.LostNote = fmt.Sprintf("semi-synchronous: every acknowledged commit reached a replica; the old master wrote at least %d transactions (counted from its position last seen, %s) that no replica received, none of them acknowledged; pinstore replica add counts them when it comes back",
+			rep.Unacknowledged, opt.LastSeen)
 	case len(opt.LastSeen) > 0:
 		rep.Lost = int64(got.Behind(opt.LastSeen))
 		rep.LostNote = "counted from the old master's position last seen, " + opt.LastSeen.String() + ": at least these; transactions it made after are counted when it is re-attached (pinstore replica add)"

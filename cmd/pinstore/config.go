@@ -258,7 +258,7 @@ func adminToken(getenv func(string) string) string { return getenv("PINSTORE_ADM
 
 // autoFailover reads PINSTORE_FAILOVER (off, the default, or auto) and
 // PINSTORE_FAILOVER_AFTER (how long a majority of the servers must have
-// seen a master unreachable; default 10s).
+// seen a master unreachable; default 2s).
 func autoFailover(getenv func(string) string) (on bool, after time.Duration, err error) {
 	switch v := getenv("PINSTORE_FAILOVER"); v {
 	case "", "off":

@@ -26,6 +26,7 @@ import (
 	"github.com/pinstore/pinstore/store"
 	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardmap"
+	"github.com/pinstore/pinstore/store/topology"
 )
 
 // The store serves every interface the API declares (api.Store: Creator,
@@ -189,7 +190,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		accessLog = nil // PINSTORE_LOG_LEVEL above info: only 5xx lines, through logger
 	}
 	handler, err := api.New(api.Config{Store: st, Logger: logger, AccessLog: accessLog, Registry: reg, Limits: cfg.Limits, Auth: authMW,
-		Consistency: replicas.Tokens{}})
+		Consistency: replicas.Tokens{}, Failover: failoverHold{st.Router(), max(cfg.WriteBuffer, 0)}})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -306,6 +307,20 @@ func followTopology(ctx context.Context, topo *etcdTopo, st *store.Store, addr s
 		},
 	})
 }
+
+// failoverHold is what the API needs to hold a request a failed master
+// refused until a failover (api.Failover): the write buffer's window,
+// the store's judgement of the error, and the map's changes.
+type failoverHold struct {
+	r      *topology.Router
+	window time.Duration
+}
+
+func (f failoverHold) Window() time.Duration { return f.window }
+
+func (f failoverHold) HostFailure(err error) (bool, bool) { return store.HostFailure(err) }
+
+func (f failoverHold) AwaitChange(ctx context.Context, d time.Duration) { f.r.AwaitChange(ctx, d) }
 
 // serveDebug serves net/http/pprof on addr, which must be a loopback
 // address: profiles are for the operator on the machine, not the network.

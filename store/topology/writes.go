@@ -73,6 +73,32 @@ type BufferStats struct {
 // Waiting is how many writes wait now.
 func (b *BufferStats) Waiting() int64 { return b.waiting.Load() }
 
+// Hold counts a write that waits in the buffer for a reason of its own
+// (a failover: the store's writes whose master failed them) and returns
+// the function that ends its wait, with false when max writes wait
+// already (it then counts it as expired; release anyway).
+func (b *BufferStats) Hold(max int64) (release func(), ok bool) {
+	if b.waiting.Add(1) > max {
+		b.waiting.Add(-1)
+		b.Expired.Add(1)
+		return func() {}, false
+	}
+	b.Waited.Add(1)
+	return func() { b.waiting.Add(-1) }, true
+}
+
+// AwaitChange returns once the next map is put in force, or after d, or
+// when ctx ends.
+func (r *Router) AwaitChange(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.changes():
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 // Enter pins the topology in force for a write (or a batch of writes) and
 // returns it with the function that ends the pin, which must be called
 // once the writes have committed or rolled back. Route the writes by the
