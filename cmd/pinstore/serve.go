@@ -190,7 +190,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		accessLog = nil // PINSTORE_LOG_LEVEL above info: only 5xx lines, through logger
 	}
 	handler, err := api.New(api.Config{Store: st, Logger: logger, AccessLog: accessLog, Registry: reg, Limits: cfg.Limits, Auth: authMW,
-		Consistency: replicas.Tokens{}, Failover: failoverHold{st.Router(), max(cfg.WriteBuffer, 0)}})
+		Consistency: replicas.Tokens{}, Failover: failoverHold{st.Router(), failoverWindow(getenv, cfg.WriteBuffer)}})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -306,6 +306,19 @@ func followTopology(ctx context.Context, topo *etcdTopo, st *store.Store, addr s
 			return nil
 		},
 	})
+}
+
+// failoverWindow is how long a request a failed master refused waits for
+// a failover: PINSTORE_WRITE_BUFFER when set, else
+// topology.DefaultFailoverHold. A move's write buffer defaults to longer
+// (it outlasts a default move's hold with a map file), but a request to a
+// host that is simply down, with no failover coming, should not wait that
+// long for its 503.
+func failoverWindow(getenv func(string) string, writeBuffer time.Duration) time.Duration {
+	if getenv("PINSTORE_WRITE_BUFFER") == "" {
+		return topology.DefaultFailoverHold
+	}
+	return max(writeBuffer, 0)
 }
 
 // failoverHold is what the API needs to hold a request a failed master

@@ -30,6 +30,11 @@ import (
 // with a map file is not seen by clients (TestWriteBufferOutlastsMoveHold).
 const DefaultWriteBuffer = 15 * time.Second
 
+// DefaultFailoverHold is how long, unless PINSTORE_WRITE_BUFFER says
+// otherwise, a server holds a request that a failed master refused, for a
+// failover to name a new one.
+const DefaultFailoverHold = 5 * time.Second
+
 // DefaultQueryTimeout bounds each statement of a server (store.Config's
 // QueryTimeout) and so how long a write routed on an old map may still
 // run after the map changed.
