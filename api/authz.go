@@ -300,5 +300,5 @@ func (s *Server) editorOf(ctx context.Context, id uint64, typ idcodec.Type, i in
 	if err != nil {
 		return 0, err
 	}
-	return uint64(doc.Refs()[i]), nil
+	return uint64(doc.Ref(i)), nil
 }

@@ -35,7 +35,7 @@ func ownerOf(o model.Object) uint64 {
 	if err != nil {
 		return 0
 	}
-	return uint64(d.Refs()[i])
+	return uint64(d.Ref(i))
 }
 
 // visibleTo reports whether viewer may see o: viewer 0 (a service token,

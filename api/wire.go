@@ -31,8 +31,10 @@ import (
 // (model.ObjectType.Wire).
 type wireField = model.WireField
 
-// maxWireFields bounds the number of a type's wire fields.
-const maxWireFields = 9
+// stackWireFields is how many wire fields a type may have before its
+// fast path allocates their spans instead of keeping them on the stack:
+// a bound on speed, not on what a declaration may hold.
+const stackWireFields = 16
 
 // appendObject appends o's wire form to b.
 func appendObject(b []byte, o model.Object) ([]byte, error) {
@@ -63,12 +65,17 @@ func appendCanonical(b []byte, o model.Object) ([]byte, error) {
 // it recognises.
 func spliceObject(b []byte, o model.Object) ([]byte, bool) {
 	t, ok := model.TypeOf(o.Type)
-	if !ok || len(t.Wire) > maxWireFields {
+	if !ok {
 		return b, false
 	}
 	fields := t.Wire
-	var spans [maxWireFields][2]int
-	if !scanDoc(o.Doc, fields, &spans) {
+	var stack [stackWireFields][2]int
+	spans := stack[:]
+	if len(fields) > len(stack) {
+		spans = make([][2]int, len(fields))
+	}
+	spans = spans[:len(fields)]
+	if !scanDoc(o.Doc, fields, spans) {
 		return b, false
 	}
 	b = append(b, `{"id":"`...)
@@ -106,7 +113,7 @@ func spliceObject(b []byte, o model.Object) ([]byte, bool) {
 // and records its byte span. It fails on anything but compact JSON, on a
 // member that is neither one of fields nor "active", on a repeated member,
 // and when a required field (no default) is missing.
-func scanDoc(doc []byte, fields []wireField, spans *[maxWireFields][2]int) bool {
+func scanDoc(doc []byte, fields []wireField, spans [][2]int) bool {
 	if len(doc) < 2 || doc[0] != '{' || doc[len(doc)-1] != '}' {
 		return false
 	}
@@ -165,7 +172,7 @@ func scanDoc(doc []byte, fields []wireField, spans *[maxWireFields][2]int) bool 
 	}
 }
 
-func requiredPresent(fields []wireField, spans *[maxWireFields][2]int) bool {
+func requiredPresent(fields []wireField, spans [][2]int) bool {
 	for i, f := range fields {
 		if f.Default == "" && spans[i][1] == 0 {
 			return false

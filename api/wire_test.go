@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -285,8 +286,8 @@ func FuzzAppendObject(f *testing.F) {
 func TestEveryTypeIsWrittenFromItsDeclaration(t *testing.T) {
 	for _, typ := range model.ObjectTypes() {
 		decl, _ := model.TypeOf(typ)
-		if len(decl.Wire) > maxWireFields {
-			t.Fatalf("%s has %d wire fields, more than the splice path's %d", typ, len(decl.Wire), maxWireFields)
+		if len(decl.Wire) > stackWireFields {
+			t.Fatalf("%s has %d wire fields, more than the splice path keeps without allocating, %d", typ, len(decl.Wire), stackWireFields)
 		}
 		d := decl.New()
 		d.SetActive(true)
@@ -300,6 +301,31 @@ func TestEveryTypeIsWrittenFromItsDeclaration(t *testing.T) {
 		}
 		if out, _ := appendObject(nil, o); string(p) != string(out) {
 			t.Fatalf("%s: Payload %s, appendObject %s", typ, p, out)
+		}
+	}
+}
+
+// TestScanDocHasNoFieldLimit: a document with more wire fields than the
+// splice path keeps on the stack is scanned all the same.
+func TestScanDocHasNoFieldLimit(t *testing.T) {
+	n := stackWireFields + 4
+	fields := make([]wireField, n)
+	doc := []byte{'{'}
+	for i := range fields {
+		fields[i] = wireField{Name: fmt.Sprintf("f%d", i)}
+		if i > 0 {
+			doc = append(doc, ',')
+		}
+		doc = fmt.Appendf(doc, `"f%d":%d`, i, i)
+	}
+	doc = append(doc, '}')
+	spans := make([][2]int, n)
+	if !scanDoc(doc, fields, spans) {
+		t.Fatalf("scanDoc refused %s", doc)
+	}
+	for i, sp := range spans {
+		if got := string(doc[sp[0]:sp[1]]); got != fmt.Sprint(i) {
+			t.Fatalf("field %d: %q", i, got)
 		}
 	}
 }

@@ -11,17 +11,59 @@ import (
 type Doc interface {
 	Validate(Limits) error
 	// Refs are the ids that fix where the object lives and whom it
-	// belongs to (a pin's board and owner, …); they never change.
-	Refs() [2]ID
+	// belongs to (a pin's board and owner, …), in a fixed order per type;
+	// they never change. Ref(i) is the i-th, NumRefs how many there are:
+	// no allocation, and no bound on how many a type declares.
+	Ref(i int) ID
+	NumRefs() int
 	IsActive() bool
 	SetActive(bool)
 }
 
-func (d *UserDoc) Refs() [2]ID    { return [2]ID{} }
-func (d *BoardDoc) Refs() [2]ID   { return [2]ID{d.OwnerID} }
-func (d *PinDoc) Refs() [2]ID     { return [2]ID{d.BoardID, d.OwnerID} }
-func (d *CommentDoc) Refs() [2]ID { return [2]ID{d.PinID, d.AuthorID} }
-func (d *SectionDoc) Refs() [2]ID { return [2]ID{d.BoardID, d.OwnerID} }
+// SameRefs reports whether a and b have the same refs.
+func SameRefs(a, b Doc) bool {
+	if a.NumRefs() != b.NumRefs() {
+		return false
+	}
+	for i := range a.NumRefs() {
+		if a.Ref(i) != b.Ref(i) {
+			return false
+		}
+	}
+	return true
+}
+
+// RefsOf lists d's refs (for tests and messages; the request path uses Ref).
+func RefsOf(d Doc) []ID {
+	out := make([]ID, d.NumRefs())
+	for i := range out {
+		out[i] = d.Ref(i)
+	}
+	return out
+}
+
+func (d *UserDoc) NumRefs() int    { return 0 }
+func (d *BoardDoc) NumRefs() int   { return 1 }
+func (d *PinDoc) NumRefs() int     { return 2 }
+func (d *CommentDoc) NumRefs() int { return 2 }
+func (d *SectionDoc) NumRefs() int { return 2 }
+
+// Ref(i) of an i past NumRefs is 0, as no id.
+func (d *UserDoc) Ref(i int) ID    { return 0 }
+func (d *BoardDoc) Ref(i int) ID   { return refOf(i, d.OwnerID, 0) }
+func (d *PinDoc) Ref(i int) ID     { return refOf(i, d.BoardID, d.OwnerID) }
+func (d *CommentDoc) Ref(i int) ID { return refOf(i, d.PinID, d.AuthorID) }
+func (d *SectionDoc) Ref(i int) ID { return refOf(i, d.BoardID, d.OwnerID) }
+
+func refOf(i int, first, second ID) ID {
+	switch i {
+	case 0:
+		return first
+	case 1:
+		return second
+	}
+	return 0
+}
 
 func (d *UserDoc) IsActive() bool    { return d.Active }
 func (d *BoardDoc) IsActive() bool   { return d.Active }

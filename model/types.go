@@ -93,10 +93,10 @@ type Member struct {
 	Of   func(Doc) ID
 }
 
-// RefMember is the list m, whose From object is the document's Refs()[i]
-// (a pin's board is its Refs()[0]).
+// RefMember is the list m, whose From object is the document's Ref(i)
+// (a pin's board is its Ref(0)).
 func RefMember(m Mapping, i int) Member {
-	return Member{m, func(d Doc) ID { return d.Refs()[i] }}
+	return Member{m, func(d Doc) ID { return d.Ref(i) }}
 }
 
 // Given is an id a create's request names. Name is the document's

@@ -167,7 +167,7 @@ func TestEveryTypeDeclaresItsPathsAndEditor(t *testing.T) {
 			}
 			continue
 		}
-		if d.Editor >= len(d.New().Refs()) || (d.Owner >= 0 && d.Editor != d.Owner) {
+		if d.Editor >= d.New().NumRefs() || (d.Owner >= 0 && d.Editor != d.Owner) {
 			t.Errorf("%s: editor ref %d out of range or not its owner ref %d", typ, d.Editor, d.Owner)
 			continue
 		}
@@ -175,7 +175,7 @@ func TestEveryTypeDeclaresItsPathsAndEditor(t *testing.T) {
 		// is one of them, and no list of a parent other than a user's
 		// lists the object under it.
 		doc := decodeDistinctRefs(t, typ, d)
-		editor := doc.Refs()[d.Editor]
+		editor := doc.Ref(d.Editor)
 		if editor == 0 {
 			t.Errorf("%s: editor ref %d names no member of the document", typ, d.Editor)
 		}
@@ -236,7 +236,7 @@ func TestCreateDeclarations(t *testing.T) {
 			}
 		}
 		for _, i := range d.Live {
-			if i < 0 || i >= len(d.New().Refs()) {
+			if i < 0 || i >= d.New().NumRefs() {
 				t.Errorf("%s: live ref %d out of range", typ, i)
 			}
 		}
@@ -255,7 +255,7 @@ func TestCreateDeclarations(t *testing.T) {
 			if err := d.Adopt(board, doc, 0); err != nil {
 				t.Fatalf("%s under a board, by a service: %v", typ, err)
 			}
-			if r := doc.Refs(); r[1] != ann || FlagsOf(doc).Secret() != secret {
+			if r := RefsOf(doc); r[1] != ann || FlagsOf(doc).Secret() != secret {
 				t.Errorf("%s took owner %d, flags %b from a board of %d, secret %v", typ, r[1], FlagsOf(doc), ann, secret)
 			}
 			if err := d.Adopt(board, d.New(), ann); err != nil {

@@ -55,7 +55,7 @@ func (s *Objects) Create(ctx context.Context, typ idcodec.Type, doc model.Doc, a
 	}
 	live := func() error {
 		for _, i := range t.Live {
-			ref := uint64(doc.Refs()[i])
+			ref := uint64(doc.Ref(i))
 			if _, err := s.objectByID(ctx, ref, idcodec.TypeOf(ref)); err != nil {
 				return err
 			}

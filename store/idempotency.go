@@ -161,7 +161,7 @@ func (s *Keys) claimKey(ctx context.Context, op string, target topology.Shard) (
 		}
 		if !shardsql.IsDuplicate(err) {
 			err = classify(op, home, err)
-			if failed, unsent := HostFailure(err); failed && !unsent {
+			if _, failed, unsent := HostFailure(err); failed && !unsent {
 				k.Claimed(claim) // in doubt: this request's if it is there
 			}
 			return nil, err

@@ -9,15 +9,16 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pinstore/pinstore/internal/progress"
 	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/store/topology"
 )
 
 // MigrateOptions tunes Migrate.
 type MigrateOptions struct {
-	PerHost  int       // shards migrated at once on one host; default 4
-	Progress io.Writer // receives "migrate: N/M shards" lines; nil for none
-	Every    time.Duration
+	PerHost  int           // shards migrated at once on one host; default 4
+	Progress io.Writer     // receives "migrate: N/M shards, R shards/s, about T left" lines; nil for none
+	Every    time.Duration // how often; default a second
 }
 
 // Migrate creates every shard database the map names (and only those) and
@@ -44,8 +45,12 @@ func (s *Ops) Migrate(ctx context.Context, opt MigrateOptions) error {
 	total := t.Len()
 	var done atomic.Int64
 	stopProgress := func() {}
+	start := time.Now()
 	if opt.Progress != nil {
-		stopProgress = every(opt.Every, func() { fmt.Fprintf(opt.Progress, "migrate: %d/%d shards\n", done.Load(), total) })
+		stopProgress = every(opt.Every, func() {
+			n, el := done.Load(), time.Since(start)
+			fmt.Fprintf(opt.Progress, "migrate: %d/%d shards, %.1f shards/s, %s\n", n, total, float64(n)/el.Seconds(), progress.Left(n, int64(total), el))
+		})
 	}
 	var wg sync.WaitGroup
 	hosts := t.Hosts()
@@ -74,7 +79,7 @@ func (s *Ops) Migrate(ctx context.Context, opt MigrateOptions) error {
 	wg.Wait()
 	stopProgress()
 	if opt.Progress != nil {
-		fmt.Fprintf(opt.Progress, "migrate: %d/%d shards\n", done.Load(), total)
+		fmt.Fprintf(opt.Progress, "migrate: %d/%d shards in %v\n", done.Load(), total, time.Since(start).Round(time.Millisecond))
 	}
 	return errors.Join(errs...)
 }

@@ -223,7 +223,7 @@ func (s *Objects) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVer
 		if !nd.IsActive() {
 			return model.Wrap(op, model.EInvalid, "active cannot be changed; delete the object instead", nil)
 		}
-		if nd.Refs() != old.Refs() {
+		if !model.SameRefs(nd, old) {
 			return model.Wrap(op, model.EInvalid, "the ids that place an object cannot change", nil)
 		}
 		b, err := s.encodeDoc(op, nd)

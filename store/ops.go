@@ -87,36 +87,43 @@ type HostStatus struct {
 	Replication  replicas.HostReport `json:"replication"`
 }
 
-// Hosts reports every host of the map in force, its ranges and whether it
-// answers a ping within a second, and for a host with replicas what its
-// master and each replica say about replication (replicas.Describe).
+// Hosts reports every host of the map in force (those holding no range
+// too), its ranges and whether it answers a ping within a second, and for
+// a host with replicas what its master and each replica say about
+// replication (replicas.Describe).
 func (s *Ops) Hosts(ctx context.Context) []HostStatus {
 	t := s.router.Current()
-	health := map[string]model.Health{}
-	for _, h := range s.Ready(ctx) {
-		health[h.Name] = h
-	}
-	var out []HostStatus
-	for _, h := range t.Hosts() {
-		st := HostStatus{Name: h.Name, Addr: h.Addr, OK: health["mysql:"+h.Name].OK, Error: health["mysql:"+h.Name].Error}
-		if rs := t.Map().Hosts[h.Name].ReplicaDSNs(); len(rs) > 0 {
-			st.Replica = shardmap.HostAddr(rs[0])
-		}
-		st.ReplicaReads, st.Replication = h.ReplicaReads, s.replicas.Describe(ctx, h)
-		for _, r := range t.Map().Ranges {
-			if r.Host == h.Name {
-				desc := fmt.Sprintf("%d-%d", r.First, r.Last)
-				if !r.IsOpen() {
-					desc += " (closed)"
-				}
-				if r.ReadOnly {
-					desc += " (read-only)"
-				}
-				st.Ranges = append(st.Ranges, desc)
+	hosts := t.AllHosts()
+	out := make([]HostStatus, len(hosts))
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Go(func() {
+			st := HostStatus{Name: h.Name, Addr: h.Addr, OK: true, Ranges: []string{}}
+			c, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			if err := h.DB.PingContext(c); err != nil {
+				st.OK, st.Error = false, fmt.Sprintf("mysql host %q at %s is not answering", h.Name, h.Addr)
 			}
-		}
-		out = append(out, st)
+			if rs := t.Map().Hosts[h.Name].ReplicaDSNs(); len(rs) > 0 {
+				st.Replica = shardmap.HostAddr(rs[0])
+			}
+			st.ReplicaReads, st.Replication = h.ReplicaReads, s.replicas.Describe(ctx, h)
+			for _, r := range t.Map().Ranges {
+				if r.Host == h.Name {
+					desc := fmt.Sprintf("%d-%d", r.First, r.Last)
+					if !r.IsOpen() {
+						desc += " (closed)"
+					}
+					if r.ReadOnly {
+						desc += " (read-only)"
+					}
+					st.Ranges = append(st.Ranges, desc)
+				}
+			}
+			out[i] = st
+		})
 	}
+	wg.Wait()
 	return out
 }
 

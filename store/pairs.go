@@ -60,7 +60,7 @@ func (s *Lists) AddMapping(ctx context.Context, m model.Mapping, from, to uint64
 	}
 	if p.M == model.UserLikes && target.Flags.Secret() {
 		// A pin on a secret board is as absent to others as a missing one.
-		if d, err := model.DecodeDoc(target.Type, target.Doc); err != nil || d.Refs()[1] != model.ID(p.From) {
+		if d, err := model.DecodeDoc(target.Type, target.Doc); err != nil || d.Ref(1) != model.ID(p.From) {
 			return notFound(op, p.M.To())
 		}
 	}

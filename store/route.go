@@ -3,10 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"time"
 
@@ -206,26 +204,16 @@ func unsent(err error) bool {
 
 // HostFailure reports whether err is a failure of a shard's master that a
 // failover can end (failed: no connection, a connection lost, or the
-// master fenced read-only), and whether nothing of the failed write can
-// have committed (unsent): the API holds such requests in the write
-// buffer and runs them again on the new map, when that is safe.
-func HostFailure(err error) (failed, nothingSent bool) {
-	if err == nil || !model.IsCode(err, model.EUnavailable) {
-		return false, false
+// master fenced read-only), which host's (as the map names it), and
+// whether nothing of the failed write can have committed (unsent): the
+// API holds such requests in the write buffer and runs them again on the
+// new map, when that is safe.
+func HostFailure(err error) (host string, failed, nothingSent bool) {
+	var hd *shardsql.HostDown
+	if err == nil || !model.IsCode(err, model.EUnavailable) || !errors.As(err, &hd) {
+		return "", false, false
 	}
-	if unsent(err) {
-		return true, true
-	}
-	var me *mysql.MySQLError
-	if errors.As(err, &me) {
-		switch me.Number {
-		case 2002, 2003, 2006, 2013: // can't connect, gone away, lost
-			return true, false
-		}
-		return false, false
-	}
-	var ne net.Error
-	return errors.As(err, &ne) || errors.Is(err, mysql.ErrInvalidConn) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF), false
+	return hd.Host, true, unsent(err)
 }
 
 // enterShard pins the write route of shard n (topology.Router.EnterShard)

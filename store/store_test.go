@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -668,3 +669,31 @@ func TestHostDownFailsOnlyItsShards(t *testing.T) {
 		t.Fatalf("after restart: %v", err)
 	}
 }
+
+// TestMigrateShowsProgress: while migrate runs, its progress lines say
+// the shards done, the rate and the time left at that rate.
+func TestMigrateShowsProgress(t *testing.T) {
+	s, m := openTest(t)
+	sh0, _ := s.router.Current().Shard(0)
+	for n := range testShards { // as new: every shard to create again
+		if _, err := sh0.Host.DB.Exec("DROP DATABASE " + m.DBName(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out bytes.Buffer
+	var mu sync.Mutex
+	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return out.Write(p) })
+	if err := s.Migrate(ctx, MigrateOptions{PerHost: 1, Progress: w, Every: 20 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	re := regexp.MustCompile(`(?m)^migrate: [1-7]/8 shards, [0-9.]+ shards/s, about \S+ left$`)
+	if !re.MatchString(out.String()) || !strings.Contains(out.String(), "migrate: 8/8 shards in ") {
+		t.Fatalf("progress:\n%s", out.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

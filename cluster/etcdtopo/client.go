@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -157,6 +158,25 @@ func (c *Client) cas(ctx context.Context, key string, rev int64, op clientv3.Op,
 // nil when there is none).
 func (c *Client) RawMap(ctx context.Context) ([]byte, int64, error) {
 	return c.Get(ctx, c.MapKey())
+}
+
+// MapAt reads the shard map key as it was at revision rev (the map a
+// server routes by, say, while a newer one was refused); etcd keeps old
+// revisions until it compacts them, and a compacted one is an error.
+func (c *Client) MapAt(ctx context.Context, rev int64) ([]byte, error) {
+	ctx, cancel := call(ctx)
+	defer cancel()
+	resp, err := c.cli.Get(ctx, c.MapKey(), clientv3.WithRev(rev))
+	if err != nil {
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			return nil, model.Errorf(model.ENotFound, "the shard map at revision %d is no longer in etcd (compacted)", rev)
+		}
+		return nil, c.unavailable("etcdtopo.MapAt", err)
+	}
+	if len(resp.Kvs) == 0 || resp.Kvs[0].ModRevision != rev {
+		return nil, model.Errorf(model.ENotFound, "no shard map written at revision %d of %s", rev, c.MapKey())
+	}
+	return resp.Kvs[0].Value, nil
 }
 
 // Map reads and validates the shard map in etcd, exactly as a map file is

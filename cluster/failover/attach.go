@@ -12,11 +12,13 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/pinstore/pinstore/internal/progress"
 	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/replicas"
@@ -46,7 +48,7 @@ type ReplicaOptions struct {
 	// Dump and Client are the mariadb-dump and mariadb binaries; default
 	// found on PATH.
 	Dump, Client string
-	Progress     io.Writer
+	Progress     io.Writer // receives progress lines (every second while the copy runs); nil for none
 }
 
 // ReplicaReport is what AddReplica did.
@@ -460,8 +462,20 @@ func copyShards(ctx context.Context, opt ReplicaOptions, m *shardmap.Map, master
 		return nil, fmt.Errorf("%s: %w", dump, err)
 	}
 	sniff := &gtidSniffer{}
-	_, copyErr := io.Copy(loadIn, io.TeeReader(bufio.NewReaderSize(pipe, 1<<20), sniff))
+	var size atomic.Int64 // the databases' size, for the time left, once the master said it
+	go func() { size.Store(dataSize(ctx, master, dbs)) }()
+	out := opt.Progress
+	if out == nil {
+		out = io.Discard
+	}
+	start := time.Now()
+	copied, copyErr := copyDump(loadIn, io.TeeReader(bufio.NewReaderSize(pipe, 1<<20), sniff), size.Load, time.Second, func(line string) {
+		fmt.Fprintf(out, "replica add: %s\n", line)
+	})
 	loadIn.Close()
+	if copyErr == nil {
+		fmt.Fprintf(out, "replica add: copied %s of the dump in %v\n", progress.Bytes(copied), time.Since(start).Round(time.Millisecond))
+	}
 	derr := dumpCmd.Wait()
 	lerr := loadCmd.Wait()
 	switch {

@@ -1,8 +1,12 @@
 package failover
 
 import (
+	"bytes"
+	"io"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/pinstore/pinstore/store/replicas"
 )
@@ -74,5 +78,46 @@ func TestNotIn(t *testing.T) {
 				t.Fatalf("countGTIDs = %d, want %d", n, tt.count)
 			}
 		})
+	}
+}
+
+// slowReader gives size bytes, chunk at a time, one chunk every tick.
+type slowReader struct {
+	left, chunk int
+	tick        time.Duration
+}
+
+func (r *slowReader) Read(p []byte) (int, error) {
+	if r.left == 0 {
+		return 0, io.EOF
+	}
+	time.Sleep(r.tick)
+	n := min(r.chunk, r.left, len(p))
+	for i := range p[:n] {
+		p[i] = '-'
+	}
+	r.left -= n
+	return n, nil
+}
+
+// TestCopyDumpShowsProgress: while a replica's copy streams, its progress
+// lines say the bytes so far, the rate and the time left against the
+// databases' size.
+func TestCopyDumpShowsProgress(t *testing.T) {
+	var lines []string
+	var dst bytes.Buffer
+	n, err := copyDump(&dst, &slowReader{left: 400_000, chunk: 10_000, tick: 10 * time.Millisecond}, func() int64 { return 400_000 }, 50*time.Millisecond, func(l string) { lines = append(lines, l) })
+	if err != nil || n != 400_000 || dst.Len() != 400_000 {
+		t.Fatalf("copied %d (%d): %v", n, dst.Len(), err)
+	}
+	re := regexp.MustCompile(`^copy: [0-9.]+ KB of the dump, [0-9.]+ [KM]?B/s; the databases hold about 400\.0 KB: (about \S+ left|almost done)$`)
+	seen := 0
+	for _, l := range lines {
+		if re.MatchString(l) {
+			seen++
+		}
+	}
+	if seen < 2 {
+		t.Fatalf("progress lines:\n%s", strings.Join(lines, "\n"))
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -16,24 +15,33 @@ import (
 	"github.com/pinstore/pinstore/store/shardmap"
 )
 
-// shardWork is one shard's databases on both sides.
+// shardWork is one shard's databases on both sides, and the tally of
+// the rows its work writes.
 type shardWork struct {
 	n        int
 	name     string
 	src, dst *sqlx.DB
+	tally    *tally
 }
 
 // eachShard runs fn on every shard of the move, par at a time, printing
-// progress every second. Forward, each shard's work reads its source host
-// and writes the target; back (a revert, or keeping the old copies up to
-// date), the reverse. It returns the rows fn reported.
+// progress every second (Options.every in tests): shards done, rows so
+// far (counted as each chunk is written, not only when a shard ends),
+// the rate and the time left. Forward, each shard's work reads its source
+// host and writes the target; back (a revert, or keeping the old copies
+// up to date), the reverse. It returns the rows fn reported.
 func (mv *mover) eachShard(ctx context.Context, m *shardmap.Map, what string, back bool, par int, fn func(context.Context, shardWork) (int64, error)) (int64, error) {
 	st := mv.lock.state
 	target, err := mv.hosts.db(m, st.To)
 	if err != nil {
 		return 0, err
 	}
-	var rows, done atomic.Int64
+	mt := &meter{what: what, shards: st.last - st.first + 1, start: time.Now()}
+	if what == "copy" && !back {
+		ectx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		go mv.estimate(ectx, m, mt)
+	}
 	finished := make(chan error, 1)
 	go func() {
 		finished <- mv.parallel(ctx, st.first, st.last, par, func(ctx context.Context, sh int) error {
@@ -41,12 +49,12 @@ func (mv *mover) eachShard(ctx context.Context, m *shardmap.Map, what string, ba
 			if err != nil {
 				return err
 			}
-			w := shardWork{n: sh, name: m.DBName(sh), src: source, dst: target}
+			w := shardWork{n: sh, name: m.DBName(sh), src: source, dst: target, tally: &tally{m: mt}}
 			if back {
 				w.src, w.dst = w.dst, w.src
 			}
 			n, err := fn(ctx, w)
-			rows.Add(n)
+			mt.rows.Add(n - w.tally.rows) // what fn did not count as it went
 			if err != nil {
 				var mm *mismatch
 				if errors.As(err, &mm) {
@@ -54,18 +62,22 @@ func (mv *mover) eachShard(ctx context.Context, m *shardmap.Map, what string, ba
 				}
 				return fmt.Errorf("%s shard %d: %w", what, sh, err)
 			}
-			done.Add(1)
+			mt.done.Add(1)
 			return nil
 		})
 	}()
-	progress := time.NewTicker(time.Second)
+	every := mv.opt.every
+	if every <= 0 {
+		every = time.Second
+	}
+	progress := time.NewTicker(every)
 	defer progress.Stop()
 	for {
 		select {
 		case err := <-finished:
-			return rows.Load(), err
+			return mt.rows.Load(), err
 		case <-progress.C:
-			mv.logf("%s: %d/%d shards, %d rows", what, done.Load(), st.last-st.first+1, rows.Load())
+			mv.logf("%s", mt.line())
 		}
 	}
 }
@@ -355,6 +367,7 @@ func copyAll(ctx context.Context, w shardWork, tb tableInfo, batch int) (int64, 
 			return written, err
 		}
 		written += int64(len(rows))
+		w.tally.add(int64(len(rows)), rowBytes(rows))
 		lo = last
 	}
 }
@@ -378,7 +391,11 @@ func copyChunk(ctx context.Context, w shardWork, tb tableInfo, lo, hi []any) (in
 	if err := insertRows(ctx, tx, w.name, tb, rows); err != nil {
 		return 0, err
 	}
-	return int64(len(rows)), tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	w.tally.add(int64(len(rows)), rowBytes(rows))
+	return int64(len(rows)), nil
 }
 
 // fetchRows reads rows (integers decoded so keys compare as numbers, not

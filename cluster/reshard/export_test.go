@@ -1,5 +1,7 @@
 package reshard
 
+import "time"
+
 // What the tests of package reshard_test (which open a store to put load
 // on a move) need of the package's internals.
 
@@ -10,6 +12,12 @@ package reshard
 // stops the move there, as a kill would.
 func WithHook(opt Options, hook func(step string) error) Options {
 	opt.hook = hook
+	return opt
+}
+
+// WithProgressEvery returns opt printing its progress every d.
+func WithProgressEvery(opt Options, d time.Duration) Options {
+	opt.every = d
 	return opt
 }
 

@@ -1,6 +1,7 @@
 package reshard
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -80,12 +81,13 @@ func contentRev(data []byte) string {
 // directory): a reader sees the old map or the new one, never a mix. An
 // editor saving in the instant between the compare and the rename is not
 // caught: the file has no revisions to compare and swap on (etcd has).
+//
+// The file is edited, not replaced (shardmap.Edit): only the values that
+// changed are rewritten, and the operator's comments and layout stay. A
+// YAML file's first line then says who rewrote it last and why (note),
+// replacing the line an earlier rewrite put there; a JSON file, which has
+// no comments, stays JSON.
 func (h fileHome) WriteMap(_ context.Context, m *shardmap.Map, rev, note string) (string, error) {
-	body, err := m.Marshal()
-	if err != nil {
-		return "", err
-	}
-	data := append([]byte("# Shard map. "+strings.ReplaceAll(note, "\n", " ")+"\n"), body...)
 	cur, err := os.ReadFile(string(h))
 	if err != nil {
 		return "", fmt.Errorf("shard map: %w", err)
@@ -93,10 +95,37 @@ func (h fileHome) WriteMap(_ context.Context, m *shardmap.Map, rev, note string)
 	if contentRev(cur) != rev {
 		return "", model.Errorf(model.EConflict, "the shard map file %s changed since it was read: nothing written; read it again", h)
 	}
+	data, err := editedMap(cur, m, note)
+	if err != nil {
+		return "", err
+	}
 	if err := writeFileAtomic(string(h), data); err != nil {
 		return "", err
 	}
 	return contentRev(data), nil
+}
+
+// notePrefix starts the line a rewrite of a YAML map file puts first.
+const notePrefix = "# Shard map. "
+
+// editedMap is the map file cur edited to say m, with note in its first
+// line (YAML); the canonical form when the file's text cannot be kept.
+func editedMap(cur []byte, m *shardmap.Map, note string) ([]byte, error) {
+	noteLine := notePrefix + strings.ReplaceAll(note, "\n", " ") + "\n"
+	body, err := shardmap.Edit(cur, m)
+	if err != nil {
+		if body, err = m.Marshal(); err != nil {
+			return nil, err
+		}
+		return append([]byte(noteLine), body...), nil
+	}
+	if t := bytes.TrimSpace(body); len(t) > 0 && t[0] == '{' {
+		return body, nil // JSON: no comments
+	}
+	if first, rest, ok := bytes.Cut(body, []byte("\n")); ok && bytes.HasPrefix(first, []byte(notePrefix+"Rewritten by ")) {
+		body = rest
+	}
+	return append([]byte(noteLine), body...), nil
 }
 
 // LockPath is the lock file of the moves of the map at mapFile. It exists

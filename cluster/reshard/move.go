@@ -91,7 +91,8 @@ type Options struct {
 	PoolSize   int       // connections per host (PINSTORE_POOL_SIZE); default 64
 	Progress   io.Writer // receives progress lines; nil for none
 
-	hook func(step string) error // tests: fail at a step as a kill would
+	hook  func(step string) error // tests: fail at a step as a kill would
+	every time.Duration           // tests: how often progress is printed; default a second
 }
 
 // Report is what a move did and how long it took.

@@ -95,17 +95,19 @@ func storeConfig(getenv func(string) string) (store.Config, error) {
 		addrs = "127.0.0.1:6379"
 	}
 	cfg.Redis.Addrs = strings.Split(addrs, ",")
-	cfg.Redis.Cluster = getenv("PINSTORE_REDIS_CLUSTER") == "true"
 	cfg.Redis.Password = getenv("PINSTORE_REDIS_PASSWORD")
 	cfg.Redis.Prefix = getenv("PINSTORE_REDIS_PREFIX")
-	cfg.Redis.Disabled = getenv("PINSTORE_REDIS_DISABLED") == "true"
-	switch v := getenv("PINSTORE_OBJECT_CACHE"); v {
-	case "", "on":
-	case "off":
-		cfg.ObjectCache.Disabled = true
-	default:
-		return cfg, fmt.Errorf("PINSTORE_OBJECT_CACHE: %q is not on or off", v)
+	if cfg.Redis.Cluster, err = envBool(getenv, "PINSTORE_REDIS_CLUSTER", false); err != nil {
+		return cfg, err
 	}
+	if cfg.Redis.Disabled, err = envBool(getenv, "PINSTORE_REDIS_DISABLED", false); err != nil {
+		return cfg, err
+	}
+	objectCache, err := envBool(getenv, "PINSTORE_OBJECT_CACHE", true)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.ObjectCache.Disabled = !objectCache
 	cfg.ObjectCache.Prefix = getenv("PINSTORE_OBJECT_CACHE_PREFIX")
 	var err2 error
 	if cfg.ObjectCache.TTL, err2 = durationFromEnv(getenv, "PINSTORE_OBJECT_CACHE_TTL", defaultObjectCacheTTL, false); err2 != nil {
@@ -143,12 +145,8 @@ func storeConfig(getenv func(string) string) (store.Config, error) {
 	// Replica reads: off unless the map or PINSTORE_REPLICA_READS turns
 	// them on; the lag a read without a token tolerates, and how long a
 	// read with one waits for a replica (README, Replicas and failover).
-	switch v := getenv("PINSTORE_REPLICA_READS"); v {
-	case "", "off":
-	case "on":
-		cfg.ReplicaReads = true
-	default:
-		return cfg, fmt.Errorf("PINSTORE_REPLICA_READS: %q is not on or off", v)
+	if cfg.ReplicaReads, err = envBool(getenv, "PINSTORE_REPLICA_READS", false); err != nil {
+		return cfg, err
 	}
 	if cfg.Replicas.LagBound, err2 = durationFromEnv(getenv, "PINSTORE_REPLICA_LAG", replicas.DefaultLagBound, false); err2 != nil {
 		return cfg, err2
@@ -199,6 +197,26 @@ func pairSweep(getenv func(string) string) (time.Duration, error) {
 // off), defaulting to defaultFeedSweep.
 func feedSweep(getenv func(string) string) (time.Duration, error) {
 	return durationFromEnv(getenv, "PINSTORE_FEED_SWEEP", defaultFeedSweep, true)
+}
+
+// envBool reads the boolean variable name, def when unset: see parseBool.
+func envBool(getenv func(string) string, name string, def bool) (bool, error) {
+	return parseBool(name, getenv(name), def)
+}
+
+// parseBool is how every boolean PINSTORE_* variable is read: true, 1,
+// yes or on; false, 0, no or off (in any case, spaces around ignored);
+// def when empty. Anything else is an error naming the variable.
+func parseBool(name, v string, def bool) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "":
+		return def, nil
+	case "true", "1", "yes", "on":
+		return true, nil
+	case "false", "0", "no", "off":
+		return false, nil
+	}
+	return false, fmt.Errorf("%s: %q is not a boolean: use true or false (also 1/0, yes/no, on/off)", name, v)
 }
 
 // durationFromEnv reads the Go duration in variable name, def when unset;

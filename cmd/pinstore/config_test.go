@@ -170,3 +170,67 @@ func TestConfigTableComplete(t *testing.T) {
 		}
 	}
 }
+
+// TestBooleanVariables: every boolean PINSTORE_* variable is read by one
+// parser: true/false, 1/0, yes/no, on/off in any case mean the same for
+// each, unset is its default, and anything else is refused with an error
+// naming the variable.
+func TestBooleanVariables(t *testing.T) {
+	vars := []struct {
+		name string
+		def  bool
+		get  func(getenv func(string) string) (bool, error)
+	}{
+		{"PINSTORE_REDIS_CLUSTER", false, func(g func(string) string) (bool, error) {
+			c, err := storeConfig(g)
+			return c.Redis.Cluster, err
+		}},
+		{"PINSTORE_REDIS_DISABLED", false, func(g func(string) string) (bool, error) {
+			c, err := storeConfig(g)
+			return c.Redis.Disabled, err
+		}},
+		{"PINSTORE_OBJECT_CACHE", true, func(g func(string) string) (bool, error) {
+			c, err := storeConfig(g)
+			return !c.ObjectCache.Disabled, err
+		}},
+		{"PINSTORE_REPLICA_READS", false, func(g func(string) string) (bool, error) {
+			c, err := storeConfig(g)
+			return c.ReplicaReads, err
+		}},
+		{"PINSTORE_DEV", false, func(g func(string) string) (bool, error) {
+			c, err := loadAuthConfig(readAuthEnv(g), "127.0.0.1:8080")
+			if err != nil && strings.Contains(err.Error(), "no tokens configured") {
+				err = nil // PINSTORE_DEV off and no tokens: read as false
+			}
+			return c.dev, err
+		}},
+	}
+	spellings := map[string]bool{
+		"true": true, "TRUE": true, "True": true, "1": true, "yes": true, "YES": true, "on": true, "On": true,
+		"false": false, "FALSE": false, "0": false, "no": false, "No": false, "off": false, "OFF": false,
+	}
+	for _, v := range vars {
+		env := func(val string) func(string) string {
+			return func(k string) string {
+				if k == v.name {
+					return val
+				}
+				return ""
+			}
+		}
+		if got, err := v.get(env("")); err != nil || got != v.def {
+			t.Errorf("%s unset: %v, %v; want the default %v", v.name, got, err, v.def)
+		}
+		for in, want := range spellings {
+			if got, err := v.get(env(in)); err != nil || got != want {
+				t.Errorf("%s=%s: %v, %v; want %v", v.name, in, got, err, want)
+			}
+		}
+		for _, bad := range []string{"2", "maybe", "yes please", "enabled", "-1"} {
+			_, err := v.get(env(bad))
+			if err == nil || !strings.Contains(err.Error(), v.name) || !strings.Contains(err.Error(), "not a boolean") {
+				t.Errorf("%s=%s: %v; want an error naming the variable", v.name, bad, err)
+			}
+		}
+	}
+}

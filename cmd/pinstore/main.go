@@ -24,20 +24,25 @@ func main() {
 const usage = `usage: pinstore COMMAND [flags]
 
 commands:
-  serve                      run the HTTP API
-  migrate                    create and upgrade every shard database the map names
+  serve [--addr ADDR]        run the HTTP API
+  migrate [--per-host N]     create and upgrade every shard database the map names
   shards                     print the shard map and whether each host answers (exit 1 if any does not)
   repair [--dry-run]         find and fix pairs with one side missing, feeds, and the username index
-  move-shards --range A-B --to HOST [--settle D] [--keep-source] [--abort]
-                             move a range of shards to another host of the map
-  topology push FILE | pull  the shard map into and out of etcd (PINSTORE_TOPOLOGY)
-  replica add --host HOST --dsn DSN [--semi-sync=true] [--rebuild]
+                             (--dry-run: count what is broken, change nothing)
+  move-shards --range A-B --to HOST [--finish | --revert | --abort]
+              [--servers URL,URL… | --settle D] [--confirm-timeout D]
+              [--keep D] [--keep-source] [--parallel N] [--batch N]
+                             move a range of shards to another host of the map; the move stays
+                             open (reversible) until --finish; --revert moves the range back
+  topology push FILE [--revision N] [--init] | pull [--out FILE]
+                             the shard map into and out of etcd (PINSTORE_TOPOLOGY)
+  replica add --host HOST --dsn DSN [--semi-sync=true] [--rebuild] [--wait D]
                              make a MariaDB server a replica of a host's master, named in the map
-  failover --host HOST [--to REPLICA]
+  failover --host HOST [--to REPLICA] [--catch-up D] [--confirm-timeout D]
                              promote a replica of HOST to master; the old one is fenced
   id decode ID               print an ID's shard, type and local id as JSON
   id encode --shard S --type T --local L
-                             print the ID with those parts
+                             print the ID with those parts (local id 1 … 2^36-1)
   token mint --user ID [--ttl 24h]
                              print a user token (signed with PINSTORE_TOKEN_SECRET)
   token hash [--name N] [--scopes read,write,admin] < secret

@@ -331,7 +331,20 @@ type failoverHold struct {
 
 func (f failoverHold) Window() time.Duration { return f.window }
 
-func (f failoverHold) HostFailure(err error) (bool, bool) { return store.HostFailure(err) }
+// HostFailure holds only requests a host with replicas failed: only there
+// can a failover come.
+func (f failoverHold) HostFailure(err error) (bool, bool) {
+	host, failed, unsent := store.HostFailure(err)
+	if !failed {
+		return false, false
+	}
+	for _, h := range f.r.Current().Hosts() {
+		if h.Name == host {
+			return len(h.Replicas) > 0, unsent
+		}
+	}
+	return false, false
+}
 
 func (f failoverHold) AwaitChange(ctx context.Context, d time.Duration) { f.r.AwaitChange(ctx, d) }
 

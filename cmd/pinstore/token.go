@@ -156,13 +156,11 @@ func serveAuth(env authEnv, addr string, logger *slog.Logger) (func(http.Handler
 
 func loadAuthConfig(env authEnv, addr string) (authConfig, error) {
 	var c authConfig
-	if v := env.dev; v != "" {
-		dev, err := strconv.ParseBool(v)
-		if err != nil {
-			return c, fmt.Errorf("PINSTORE_DEV: %q is not true or false", v)
-		}
-		c.dev = dev
+	dev, err := parseBool("PINSTORE_DEV", env.dev, false)
+	if err != nil {
+		return c, err
 	}
+	c.dev = dev
 	if c.dev && !loopbackAddr(addr) {
 		return c, fmt.Errorf("development mode (PINSTORE_DEV=true) listens on loopback only; --addr %q is not a loopback address (use 127.0.0.1:PORT)", addr)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,7 +12,6 @@ import (
 	"time"
 
 	"github.com/pinstore/pinstore/idcodec"
-	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store"
 	"github.com/pinstore/pinstore/store/replicas"
 )
@@ -32,15 +32,21 @@ func openStore(ctx context.Context, getenv func(string) string, stderr io.Writer
 	if topo != nil {
 		cfg.Source = &topologySource{t: topo}
 	}
-	cfg.Redis.Disabled = true
-	cfg.CursorSecret = []byte("unused by operator commands")
-	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	s, err := store.Open(ctx, cfg)
+	s, err := openStoreConfig(ctx, cfg, stderr)
 	if err != nil {
 		topo.close()
 		return nil, nil, err
 	}
 	return s, topo, nil
+}
+
+// openStoreConfig opens the store of cfg as operator commands do:
+// without Redis, warnings to stderr.
+func openStoreConfig(ctx context.Context, cfg store.Config, stderr io.Writer) (*store.Store, error) {
+	cfg.Redis.Disabled = true
+	cfg.CursorSecret = []byte("unused by operator commands")
+	cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	return store.Open(ctx, cfg)
 }
 
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -76,117 +82,9 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 	return nil
 }
 
-func runShards(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("shards", "shards\n\nprints the shard map and whether each host answers; exits 1 when any host does not", stderr)
-	if err := parseFlags(fs, args, stdout); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("shards: unexpected arguments %q", fs.Args())
-	}
-	s, topo, err := openStore(ctx, getenv, io.Discard)
-	if err != nil {
-		return err
-	}
-	defer topo.close()
-	defer s.Close()
-	m := s.Map()
-	fmt.Fprintf(stdout, "%d shards, databases %s … %s\n", m.Shards, m.DBName(0), m.DBName(m.Shards-1))
-	if topo != nil {
-		fmt.Fprintf(stdout, "map version %s, revision %d in %s\n", m.Version(), topo.rev, topo.c.URL())
-	}
-	hosts := s.Hosts(ctx)
-	var down, broken []string
-	for _, h := range hosts {
-		state := "up"
-		if !h.OK {
-			state = "DOWN: " + h.Error
-			down = append(down, h.Name)
-		}
-		fmt.Fprintf(stdout, "host %-12s %-24s %s\n", h.Name, h.Addr, state)
-		if len(h.Replication.Replicas) > 0 {
-			mode := "asynchronous"
-			if h.Replication.SemiSync {
-				mode = "semi-synchronous"
-			}
-			reads := "reads on the master only"
-			if h.ReplicaReads {
-				reads = "replicas serve reads"
-			}
-			fmt.Fprintf(stdout, "  master at GTID %s, %s, %s\n", orNone(h.Replication.GTIDPosition), mode, reads)
-		}
-		for _, r := range h.Replication.Replicas {
-			fmt.Fprintf(stdout, "  replica %-22s %s\n", r.Addr, replicaLine(r))
-			if !r.Replicating {
-				broken = append(broken, fmt.Sprintf("replica %s of host %s", r.Addr, h.Name))
-			}
-		}
-		for _, r := range h.Ranges {
-			fmt.Fprintf(stdout, "  shards %s\n", r)
-		}
-	}
-	if topo != nil {
-		servers, err := topo.servers(ctx)
-		if err != nil {
-			return fmt.Errorf("shards: listing the servers: %w", err)
-		}
-		fmt.Fprintf(stdout, "%d servers registered\n", len(servers))
-		for _, sv := range servers {
-			note := ""
-			if sv.Version != m.Version() {
-				note = " (not the map in etcd)"
-			}
-			fmt.Fprintf(stdout, "server %-24s routes by %s (revision %d), drained %s%s\n", sv.ID, sv.Version, sv.MapRevision, sv.Drained, note)
-		}
-	}
-	// A script or a monitor reads the exit status: any host down fails.
-	if len(down) > 0 {
-		return fmt.Errorf("shards: %d of %d hosts not answering: %s", len(down), len(hosts), strings.Join(down, ", "))
-	}
-	if len(broken) > 0 {
-		return fmt.Errorf("shards: not replicating: %s", strings.Join(broken, ", "))
-	}
-	return nil
-}
-
-// replicaLine says in one line what a replica reports: replicating or
-// not (and why), what it applied, and how far behind it is.
-func replicaLine(r model.ReplicaInfo) string {
-	if !r.OK {
-		return "DOWN: " + r.Error
-	}
-	var b strings.Builder
-	if r.Replicating {
-		b.WriteString("replicating")
-	} else {
-		b.WriteString("NOT REPLICATING")
-	}
-	fmt.Fprintf(&b, ", applied %s, %d transactions behind", orNone(r.GTIDPosition), r.Behind)
-	if r.SecondsBehindMaster != nil {
-		fmt.Fprintf(&b, " (%d s by MariaDB)", *r.SecondsBehindMaster)
-	}
-	if r.LagMS != nil {
-		fmt.Fprintf(&b, ", lag %d ms", *r.LagMS)
-	}
-	if r.SemiSync {
-		b.WriteString(", semi-sync")
-	}
-	if r.Error != "" {
-		b.WriteString(": " + r.Error)
-	}
-	return b.String()
-}
-
-func orNone(gtid string) string {
-	if gtid == "" {
-		return "(none)"
-	}
-	return gtid
-}
-
 func runRepair(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("repair", "repair [--dry-run]\n\nfinds and fixes pairs with one side missing, feeds, and the username index", stderr)
-	dry := fs.Bool("dry-run", false, "only count broken pairs")
+	dry := fs.Bool("dry-run", false, "only count what is broken (pairs with one side missing, feeds, usernames); change nothing")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -267,6 +165,16 @@ func runID(args []string, stdout, stderr io.Writer) error {
 		}
 		if fs.NArg() > 0 {
 			return fmt.Errorf("id encode: unexpected arguments %q", fs.Args())
+		}
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		for _, name := range []string{"shard", "type", "local"} {
+			if !given[name] {
+				return fmt.Errorf("id encode: --%s is required (%s)", name, idUsage)
+			}
+		}
+		if *local < 1 || *local > idcodec.MaxLocal {
+			return fmt.Errorf("id encode: --local %d: a local id is 1 … %d (2^36-1); 0 is never assigned", *local, uint64(idcodec.MaxLocal))
 		}
 		t, ok := idcodec.ParseType(*typ)
 		if !ok {

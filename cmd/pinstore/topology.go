@@ -8,6 +8,8 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/pinstore/pinstore/cluster/etcdtopo"
 	"github.com/pinstore/pinstore/cluster/reshard"
@@ -28,7 +30,7 @@ type etcdTopo struct {
 // with cfg.Map's shard count and prefix as defaults). Without the
 // variable it returns nil and leaves cfg alone. A URL that does not parse,
 // an etcd that does not answer, no map or a map that does not validate
-// is an error saying so.
+// is an error saying so (the last two an *invalidMapError).
 func openTopology(ctx context.Context, getenv func(string) string, cfg *store.Config) (*etcdTopo, error) {
 	raw := getenv("PINSTORE_TOPOLOGY")
 	if raw == "" {
@@ -45,7 +47,11 @@ func openTopology(ctx context.Context, getenv func(string) string, cfg *store.Co
 	m, rev, err := c.Map(ctx, cfg.Map.Shards, cfg.Map.DBPrefix)
 	if err != nil {
 		c.Close()
-		return nil, fmt.Errorf("PINSTORE_TOPOLOGY: %w", err)
+		err = fmt.Errorf("PINSTORE_TOPOLOGY: %w", err)
+		if model.IsCode(err, model.EInvalid) || model.IsCode(err, model.ENotFound) {
+			return nil, &invalidMapError{rev: rev, err: err}
+		}
+		return nil, err
 	}
 	cfg.Map = m
 	return &etcdTopo{c: c, rev: rev}, nil
@@ -74,8 +80,9 @@ func (t *etcdTopo) servers(ctx context.Context) ([]model.ServerInfo, error) {
 // satisfies store.TopologySource): a server's follower, or for operator
 // commands nil (healthy: they read the map once).
 type topologySource struct {
-	t *etcdTopo
-	f *etcdtopo.Follower
+	t     *etcdTopo
+	f     *etcdtopo.Follower
+	cache serversCache
 }
 
 var _ store.TopologySource = (*topologySource)(nil)
@@ -96,8 +103,81 @@ func (s *topologySource) Revision() int64 {
 	return s.f.Registration().MapRev
 }
 
+// Servers lists the registered servers. An operator command asks etcd.
+// A server answers from what it has (serversCache): the admin route must
+// not wait on an etcd that does not answer.
 func (s *topologySource) Servers(ctx context.Context) ([]model.ServerInfo, error) {
-	return s.t.servers(ctx)
+	if s.f == nil {
+		return s.t.servers(ctx)
+	}
+	return s.cache.get(ctx, s.t)
+}
+
+// Timing of a server's list of the registered servers.
+const (
+	serversWait  = 300 * time.Millisecond // the longest a request waits for etcd's list
+	serversRetry = 2 * time.Second        // after a failed read, etcd is not asked again for this long
+)
+
+// serversCache is the list of registered servers a server last read from
+// etcd. A request waits at most serversWait for a fresh read; after a read
+// failed, requests get the list it has at once (with why it is old) until
+// serversRetry has passed; one read runs at a time, outliving the request
+// that started it.
+type serversCache struct {
+	mu      sync.Mutex
+	list    []model.ServerInfo
+	at      time.Time     // when list was read; zero: never
+	failed  time.Time     // when the last read failed
+	err     error         // why
+	reading chan struct{} // closed when the read in flight ends; nil when none
+	started time.Time     // when it started
+}
+
+func (c *serversCache) get(ctx context.Context, t *etcdTopo) ([]model.ServerInfo, error) {
+	c.mu.Lock()
+	if c.reading == nil && time.Since(c.failed) >= serversRetry {
+		done := make(chan struct{})
+		c.reading, c.started = done, time.Now()
+		go func() {
+			rctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			list, err := t.servers(rctx)
+			c.mu.Lock()
+			if err != nil {
+				c.failed, c.err = time.Now(), err
+			} else {
+				c.list, c.at, c.failed, c.err = list, time.Now(), time.Time{}, nil
+			}
+			c.reading = nil
+			c.mu.Unlock()
+			close(done)
+		}()
+	}
+	reading, left := c.reading, serversWait-time.Since(c.started)
+	c.mu.Unlock()
+	if reading != nil && left > 0 { // a read that has taken serversWait already is not waited for
+		wait := time.NewTimer(left)
+		select {
+		case <-reading:
+		case <-wait.C:
+		case <-ctx.Done():
+		}
+		wait.Stop()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reading == nil && c.err == nil && !c.at.IsZero() {
+		return c.list, nil
+	}
+	why := "etcd did not answer within " + serversWait.String()
+	if c.err != nil && c.reading == nil {
+		why = model.ErrorMessage(c.err)
+	}
+	if c.at.IsZero() {
+		return nil, model.Errorf(model.EUnavailable, "%s; no list of the servers read yet", why)
+	}
+	return c.list, model.Errorf(model.EUnavailable, "%s; the servers as registered at %s", why, c.at.UTC().Format(time.RFC3339))
 }
 
 // etcdHome is the etcd topology as reshard.Home.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -57,5 +58,93 @@ func TestSubcommandHelp(t *testing.T) {
 	}
 	if !strings.Contains(errOut.String(), "usage: pinstore repair") || out.Len() != 0 {
 		t.Fatalf("repair --nope: stdout %q stderr %q", out.String(), errOut.String())
+	}
+}
+
+// TestUsageListsEveryFlag: the top-level usage names every flag of every
+// command (as its -h lists them) in that command's entry, and every
+// command of runCommand has an entry.
+func TestUsageListsEveryFlag(t *testing.T) {
+	commands := [][]string{
+		{"serve"}, {"migrate"}, {"shards"}, {"repair"}, {"move-shards"},
+		{"topology", "push"}, {"topology", "pull"}, {"replica", "add"}, {"failover"},
+		{"id", "decode"}, {"id", "encode"}, {"token", "mint"}, {"token", "hash"},
+	}
+	// An entry is its first line ("  CMD …") and the lines indented deeper
+	// that follow it.
+	entry := func(cmd []string) string {
+		lines := strings.Split(usage, "\n")
+		for i, l := range lines {
+			if !strings.HasPrefix(l, "  "+cmd[0]+" ") && l != "  "+cmd[0] {
+				continue
+			}
+			if len(cmd) > 1 && !strings.Contains(l, cmd[1]) {
+				continue
+			}
+			out := l
+			for _, next := range lines[i+1:] {
+				if !strings.HasPrefix(next, "   ") {
+					break
+				}
+				out += "\n" + next
+			}
+			return out
+		}
+		return ""
+	}
+	flagRe := regexp.MustCompile(`(?m)^  -([a-z-]+)`)
+	env := map[string]string{"PINSTORE_MYSQL_DSN": "root@tcp(127.0.0.1:1)/"}
+	for _, cmd := range commands {
+		e := entry(cmd)
+		if e == "" {
+			t.Errorf("the usage has no entry for %q", strings.Join(cmd, " "))
+			continue
+		}
+		var out, errOut bytes.Buffer
+		if err := run(context.Background(), append(append([]string{}, cmd...), "-h"), func(k string) string { return env[k] }, &out, &errOut); err != nil {
+			t.Fatalf("%v -h: %v", cmd, err)
+		}
+		for _, m := range flagRe.FindAllStringSubmatch(out.String(), -1) {
+			if !strings.Contains(e, "--"+m[1]) {
+				t.Errorf("the usage's entry for %q lacks --%s:\n%s", strings.Join(cmd, " "), m[1], e)
+			}
+		}
+	}
+}
+
+// TestIDEncodeNeedsLocal: id encode refuses a missing or out-of-range
+// local id (and any missing part) with an error naming it, instead of
+// printing an ID no object can have.
+func TestIDEncodeNeedsLocal(t *testing.T) {
+	for _, args := range [][]string{
+		{"--shard", "1", "--type", "pin"},
+		{"--shard", "1", "--type", "pin", "--local", "0"},
+		{"--shard", "1", "--type", "pin", "--local", "68719476736"},
+		{"--type", "pin", "--local", "5"},
+	} {
+		out, err := runCmd(t, nil, append([]string{"id", "encode"}, args...)...)
+		if err == nil || out != "" || !strings.Contains(err.Error(), "--") {
+			t.Errorf("id encode %v: %q, %v; want an error naming the flag and nothing printed", args, out, err)
+		}
+	}
+	if _, err := runCmd(t, nil, "id", "encode", "--shard", "1", "--type", "pin"); err == nil || !strings.Contains(err.Error(), "--local") {
+		t.Errorf("without --local: %v", err)
+	}
+	if _, err := runCmd(t, nil, "id", "encode", "--shard", "1", "--type", "pin", "--local", "0"); err == nil || !strings.Contains(err.Error(), "1 … ") {
+		t.Errorf("--local 0: %v", err)
+	}
+}
+
+// TestRepairHelpSaysWhatDryRunCounts: repair -h says --dry-run counts
+// feeds and usernames too, not only pairs, and changes nothing.
+func TestRepairHelpSaysWhatDryRunCounts(t *testing.T) {
+	out, err := runCmd(t, nil, "repair", "-h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"pairs", "feeds", "usernames", "change nothing"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("repair -h lacks %q:\n%s", w, out)
+		}
 	}
 }

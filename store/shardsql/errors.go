@@ -43,7 +43,9 @@ func Classify(op, host string, err error) error {
 			return model.Wrap(op, model.EShardFull, myErr.Message, err)
 		case 1205, 1213: // lock wait timeout, deadlock
 			return model.Wrap(op, model.EUnavailable, "the write conflicted with another; retry", err)
-		case 1040, 1203, 1226, 1290, 1836, 2002, 2003, 2006, 2013: // too many connections, read-only, …
+		case 1290, 2002, 2003, 2006, 2013: // read-only (a fenced master), can't connect, gone away, lost
+			return model.Wrap(op, model.EUnavailable, fmt.Sprintf("mysql host %q is unavailable", host), &HostDown{Host: host, Err: err})
+		case 1040, 1203, 1226, 1836: // too many connections, user limits, read-only replica
 			return model.Wrap(op, model.EUnavailable, fmt.Sprintf("mysql host %q is unavailable", host), err)
 		}
 		return model.Wrap(op, model.EInternal, "", err)
@@ -56,8 +58,19 @@ func Classify(op, host string, err error) error {
 	}
 	// Everything else from the driver is a connection failure: refused,
 	// reset, timed out, bad connection.
-	return model.Wrap(op, model.EUnavailable, fmt.Sprintf("mysql host %q is unavailable", host), err)
+	return model.Wrap(op, model.EUnavailable, fmt.Sprintf("mysql host %q is unavailable", host), &HostDown{Host: host, Err: err})
 }
+
+// HostDown is the cause Classify gives a statement that failed because its
+// host's master could not be reached or refused writes as read-only (a
+// failover fences a former master so): a failure a failover can end.
+type HostDown struct {
+	Host string // as the map names it
+	Err  error  // the driver's
+}
+
+func (e *HostDown) Error() string { return e.Err.Error() }
+func (e *HostDown) Unwrap() error { return e.Err }
 
 // Refused reports whether err is the server refusing a statement (a MySQL
 // error), as opposed to a connection or context failure.

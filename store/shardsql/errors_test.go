@@ -18,19 +18,21 @@ func TestClassify(t *testing.T) {
 		err     error
 		code    string
 		mention string // in the client-safe message
+		down    bool   // a failure a failover can end: HostDown names the host
 	}{
-		{"nil", nil, "", ""},
-		{"duplicate", &mysql.MySQLError{Number: 1062}, model.EConflict, "already exists"},
-		{"missing table", &mysql.MySQLError{Number: 1146}, model.EUnavailable, `host "h1" is not provisioned`},
-		{"missing database", fmt.Errorf("x: %w", &mysql.MySQLError{Number: 1049}), model.EUnavailable, "not provisioned"},
-		{"bad JSON", &mysql.MySQLError{Number: 4025}, model.EInvalid, "refused the document"},
-		{"deadlock", &mysql.MySQLError{Number: 1213}, model.EUnavailable, "conflicted"},
-		{"read-only", &mysql.MySQLError{Number: 1290}, model.EUnavailable, `host "h1" is unavailable`},
-		{"other server error", &mysql.MySQLError{Number: 1064}, model.EInternal, ""},
-		{"deadline", context.DeadlineExceeded, model.EUnavailable, "did not answer in time"},
-		{"cancelled", context.Canceled, model.EUnavailable, "cancelled"},
-		{"connection", errors.New("dial tcp: connection refused"), model.EUnavailable, `host "h1" is unavailable`},
-		{"model error passes", model.Errorf(model.ENotFound, "pin not found"), model.ENotFound, "pin not found"},
+		{"nil", nil, "", "", false},
+		{"duplicate", &mysql.MySQLError{Number: 1062}, model.EConflict, "already exists", false},
+		{"missing table", &mysql.MySQLError{Number: 1146}, model.EUnavailable, `host "h1" is not provisioned`, false},
+		{"missing database", fmt.Errorf("x: %w", &mysql.MySQLError{Number: 1049}), model.EUnavailable, "not provisioned", false},
+		{"bad JSON", &mysql.MySQLError{Number: 4025}, model.EInvalid, "refused the document", false},
+		{"deadlock", &mysql.MySQLError{Number: 1213}, model.EUnavailable, "conflicted", false},
+		{"read-only", &mysql.MySQLError{Number: 1290}, model.EUnavailable, `host "h1" is unavailable`, true},
+		{"too many connections", &mysql.MySQLError{Number: 1040}, model.EUnavailable, `host "h1" is unavailable`, false},
+		{"other server error", &mysql.MySQLError{Number: 1064}, model.EInternal, "", false},
+		{"deadline", context.DeadlineExceeded, model.EUnavailable, "did not answer in time", false},
+		{"cancelled", context.Canceled, model.EUnavailable, "cancelled", false},
+		{"connection", errors.New("dial tcp: connection refused"), model.EUnavailable, `host "h1" is unavailable`, true},
+		{"model error passes", model.Errorf(model.ENotFound, "pin not found"), model.ENotFound, "pin not found", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,6 +42,10 @@ func TestClassify(t *testing.T) {
 			}
 			if msg := model.ErrorMessage(err); !strings.Contains(msg, tt.mention) {
 				t.Fatalf("message %q does not mention %q", msg, tt.mention)
+			}
+			var hd *HostDown
+			if down := errors.As(err, &hd) && hd.Host == "h1"; down != tt.down {
+				t.Fatalf("HostDown %v, want %v (%v)", down, tt.down, err)
 			}
 			var me *model.Error
 			if err != nil && (!errors.As(err, &me) || me.Op != "op") {

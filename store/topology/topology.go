@@ -23,6 +23,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,7 +99,8 @@ func (sh Shard) Writable(op string) error {
 type Topology struct {
 	m      *shardmap.Map
 	shards []Shard // index = shard number
-	hosts  []*Host // distinct, in range order
+	hosts  []*Host // distinct, in range order: the hosts requests go to
+	all    []*Host // every host of the map, by name, those holding no range too
 	open   []int   // shards open for new users and writable
 	loaded time.Time
 
@@ -110,8 +113,12 @@ func (t *Topology) Map() *shardmap.Map { return t.m }
 // Loaded is when this version was put in force.
 func (t *Topology) Loaded() time.Time { return t.loaded }
 
-// Hosts lists the map's hosts.
+// Hosts lists the map's hosts that hold a range, in range order.
 func (t *Topology) Hosts() []*Host { return t.hosts }
+
+// AllHosts lists every host of the map by name, those that hold no range
+// (emptied by a move, or waiting for one) too: what an operator checks.
+func (t *Topology) AllHosts() []*Host { return t.all }
 
 // Len is the shard count.
 func (t *Topology) Len() int { return len(t.shards) }
@@ -271,6 +278,10 @@ func (r *Router) build(m *shardmap.Map) (*Topology, error) {
 			t.hosts = append(t.hosts, h)
 		}
 	}
+	for _, h := range byName {
+		t.all = append(t.all, h)
+	}
+	slices.SortFunc(t.all, func(a, b *Host) int { return strings.Compare(a.Name, b.Name) })
 	if len(t.open) == 0 {
 		// Every open range is held (a failover of the only host): a new
 		// user's create waits in the write buffer like any write there.

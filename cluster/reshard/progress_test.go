@@ -1,0 +1,82 @@
+package reshard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/pinstore/pinstore/cluster/reshard"
+)
+
+// syncBuffer is a progress writer read while the move writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestMoveShowsCopyProgress: while a shard copies, the move's progress
+// lines count the rows written so far (not only when a shard ends), with
+// bytes, the rate and the time left from the source's estimate of the
+// rows to copy.
+func TestMoveShowsCopyProgress(t *testing.T) {
+	e := newMoveEnv(t, 0, 0)
+	const rows = 30000
+	name := e.f.prefix + "00000"
+	if _, err := e.dbA.Exec(fmt.Sprintf("INSERT INTO %[1]s.pins (doc, version, created_at, updated_at) SELECT JSON_OBJECT('link', CONCAT('https://example.com/p/', seq), 'description', REPEAT('pin ', 40)), 1, NOW(6), NOW(6) FROM %[1]s.seq_1_to_%[2]d", name, rows)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.dbA.Exec("ANALYZE TABLE " + name + ".pins"); err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	stop := errors.New("stopped after the copy")
+	opt := reshard.Options{First: 0, Last: 0, To: "h1", Parallel: 1, Batch: 100, Progress: &out,
+		Confirm: func(context.Context, string) error { return nil }, ConfirmDrains: true}
+	opt = reshard.WithHook(reshard.WithProgressEvery(opt, 100*time.Millisecond), func(step string) error {
+		if step == "copied" {
+			return stop
+		}
+		return nil
+	})
+	begin := time.Now()
+	if _, err := e.move(opt); !errors.Is(err, stop) {
+		t.Fatalf("move: %v\n%s", err, out.String())
+	}
+	t.Logf("copied %d rows in %v", rows, time.Since(begin).Round(time.Millisecond))
+	// A line while the one shard is still copying: rows counted, bytes,
+	// the rate and the time left against the estimate.
+	re := regexp.MustCompile(`copy: 0/1 shards, ([0-9,]+) of about ([0-9,]+) rows \(([0-9.]+ [KMG]?B)\), ([0-9,]+) rows/s, (about \S+ left|almost done)`)
+	var seen []string
+	for _, l := range strings.Split(out.String(), "\n") {
+		m := re.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		n, _ := strconv.Atoi(strings.ReplaceAll(m[1], ",", ""))
+		if n > 0 && n < rows {
+			seen = append(seen, l)
+		}
+	}
+	if len(seen) == 0 {
+		t.Fatalf("no progress line counted rows while the shard copied:\n%s", out.String())
+	}
+	t.Logf("e.g. %s", seen[len(seen)/2])
+}
