@@ -113,6 +113,13 @@ func (s *Server) objectRoutes(typ idcodec.Type) []route {
 func (s *Server) newRouter(auth func(http.Handler) http.Handler, table []route) (chi.Router, error) {
 	r := chi.NewRouter()
 	r.NotFound(s.handle(func(w http.ResponseWriter, r *http.Request) error {
+		if r.URL.Path == "/docs/" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			// The page loads its script relative to /docs; a relative
+			// Location keeps working behind a proxy that adds a prefix.
+			w.Header().Set("Location", "../docs")
+			w.WriteHeader(http.StatusMovedPermanently)
+			return nil
+		}
 		return errorf(model.ENotFound, "no route for %s", r.URL.Path)
 	}))
 	r.MethodNotAllowed(s.methodNotAllowed)

@@ -240,12 +240,14 @@ type List struct {
 
 // Health is one dependency's state as readiness checks report it.
 type Health struct {
-	Name     string `json:"name"`               // "mysql:<host name>", "redis" or "topology"
+	Name     string `json:"name"`               // "mysql:<host name>", "shards:<host name>", "redis" or "topology"
 	OK       bool   `json:"ok"`                 // it answered in time
 	Disabled bool   `json:"disabled,omitempty"` // turned off by configuration: not asked, not needed (OK false)
 	Error    string `json:"error,omitempty"`    // safe to show: no DSN, no password
 	// Degrades marks a check whose failure leaves the server serving
-	// (degraded, not unready): the topology, whose map the server keeps.
+	// (degraded, not unready): the topology, whose map the server keeps;
+	// Redis, without which every request is served, only slower; shards
+	// behind the newest migration or not recorded by migrate.
 	Degrades bool `json:"degrades,omitempty"`
 }
 

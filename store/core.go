@@ -27,6 +27,8 @@ type core struct {
 
 	redis  redis.UniversalClient // nil when the cache is disabled
 	owners *ownercache.Guard     // nil when the cache is disabled
+
+	provision provisioning // the hosts' last provisioning check (provision.go)
 }
 
 // openCache connects the owner cache. A Redis that is down is not an

@@ -26,7 +26,10 @@ type MigrateOptions struct {
 // and at most PerHost shards at once per host. Each shard records applied
 // versions in its schema_migrations table and every statement is
 // idempotent, so an interrupted run is finished by running it again, and
-// a run on an up-to-date fleet only reads one version per shard.
+// a run on an up-to-date fleet only reads one version per shard. On each
+// host it records the deployment (migrations.RecordDeployment) once that
+// host's shards are migrated, and it refuses a host whose record says the
+// prefix holds another shard count: another deployment's databases.
 func (s *Ops) Migrate(ctx context.Context, opt MigrateOptions) error {
 	ms, err := migrations.All()
 	if err != nil {
@@ -51,10 +54,27 @@ func (s *Ops) Migrate(ctx context.Context, opt MigrateOptions) error {
 	}
 	var wg sync.WaitGroup
 	hosts := t.Hosts()
+	m := t.Map()
+	for _, h := range hosts {
+		// Never migrate into another deployment's databases.
+		if n, ok, err := migrations.RecordedDeployment(ctx, h.DB, m.DBPrefix); err != nil {
+			return fmt.Errorf("migrate host %q: read the deployment's record: %w", h.Name, classify("store.Migrate", topology.Shard{Host: h}, err))
+		} else if ok && n != m.Shards {
+			return fmt.Errorf("migrate: mysql host %q holds a deployment of %d shards under the prefix %q, and this map has %d: it is another deployment's (choose another PINSTORE_DB_PREFIX), or the map's shard count is wrong", h.Name, n, m.DBPrefix, m.Shards)
+		}
+	}
 	errs := make([]error, len(hosts))
 	for i, h := range hosts {
 		shards := t.ShardsOf(h)
-		wg.Go(func() { errs[i] = migrateHost(ctx, h, t, shards, ms, opt.PerHost, &done) })
+		wg.Go(func() {
+			if errs[i] = migrateHost(ctx, h, t, shards, ms, opt.PerHost, &done); errs[i] == nil {
+				// Recorded once every shard of the host is migrated: a
+				// server checks the record before it writes (provision.go).
+				if err := migrations.RecordDeployment(ctx, h.DB, m.DBPrefix, m.Shards); err != nil {
+					errs[i] = fmt.Errorf("migrate host %q: record the deployment: %w", h.Name, err)
+				}
+			}
+		})
 	}
 	wg.Wait()
 	stopProgress()

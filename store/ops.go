@@ -39,8 +39,10 @@ func (s *Ops) Router() *topology.Router { return s.router }
 func (s *Ops) Map() *shardmap.Map { return s.router.Map() }
 
 // Ready pings every host of the map in force (master) and Redis, each with
-// a one-second deadline, and reports the topology source's health. Errors
-// name the host, never its DSN.
+// a one-second deadline, and reports the topology source's health and the
+// hosts' last provisioning check (provision.go). Errors name the host,
+// never its DSN. Redis down degrades the server but does not make it
+// unready: every read and write goes on without it, only slower.
 func (s *Ops) Ready(ctx context.Context) []model.Health {
 	hosts := s.router.Current().Hosts()
 	out := make([]model.Health, len(hosts)+1, len(hosts)+2)
@@ -64,6 +66,7 @@ func (s *Ops) Ready(ctx context.Context) []model.Health {
 	}
 	out[len(hosts)] = s.redisHealth(ctx)
 	wg.Wait()
+	out = append(out, s.provisionHealth()...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
@@ -165,14 +168,15 @@ func (s *Ops) ShardMapInfo(ctx context.Context) model.ShardMapInfo {
 	return info
 }
 
-// redisHealth pings Redis within a second ("redis"). With Redis disabled
+// redisHealth pings Redis within a second ("redis"); its failure degrades
+// the server (the caches are skipped). With Redis disabled
 // it is not asked: the check says Disabled (and not OK), and nothing
 // depends on it.
 func (s *Ops) redisHealth(ctx context.Context) model.Health {
 	if s.redis == nil { // PINSTORE_REDIS_DISABLED: nothing to ask, and nothing waits on it
 		return model.Health{Name: "redis", Disabled: true}
 	}
-	h := model.Health{Name: "redis", OK: true}
+	h := model.Health{Name: "redis", OK: true, Degrades: true}
 	c, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if err := s.redis.Ping(c).Err(); err != nil {

@@ -191,7 +191,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		cfg.MaxDocBytes = 16 << 10
 	}
 	if cfg.QueryTimeout <= 0 {
-		cfg.QueryTimeout = 5 * time.Second
+		cfg.QueryTimeout = topology.DefaultQueryTimeout
 	}
 	if cfg.FeedBackfill <= 0 {
 		cfg.FeedBackfill = defaultFeedBackfill
@@ -251,6 +251,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		wg.Go(func() { s.cacheLoop(loops) })
 	}
 	s.startReplicas(loops, &wg)
+	wg.Go(func() { s.Ops.provisionLoop(loops) })
 	go func() {
 		wg.Wait()
 		close(s.done)

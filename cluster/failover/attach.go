@@ -19,6 +19,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/pinstore/pinstore/internal/progress"
+	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardmap"
@@ -393,6 +394,17 @@ func copyShards(ctx context.Context, opt ReplicaOptions, m *shardmap.Map, master
 			if exists[m.DBName(n)] {
 				dbs = append(dbs, m.DBName(n))
 			}
+		}
+	}
+	if len(dbs) > 0 {
+		// The deployments' record goes with the shards: a promoted
+		// replica is known for this deployment's.
+		var n int
+		if err := master.QueryRowxContext(ctx, "SELECT COUNT(*) FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?", migrations.DeploymentsDB).Scan(&n); err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			dbs = append(dbs, migrations.DeploymentsDB)
 		}
 	}
 	if _, err := target.ExecContext(ctx, "RESET MASTER"); err != nil {

@@ -184,6 +184,11 @@ func (mv *mover) copyShard(ctx context.Context, w shardWork) (int64, error) {
 	if err := migrations.Apply(ctx, w.dst, w.name, mv.ms); err != nil {
 		return 0, fmt.Errorf("create on target: %w", err)
 	}
+	// The target now holds this deployment's shards: record it, as
+	// migrate does, so that servers know them for this deployment's.
+	if err := migrations.RecordDeployment(ctx, w.dst, mv.cur.DBPrefix, mv.cur.Shards); err != nil {
+		return 0, fmt.Errorf("record the deployment on target: %w", err)
+	}
 	if tables, err = sameTables(ctx, w); err != nil {
 		return 0, err
 	}

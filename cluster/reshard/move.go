@@ -22,7 +22,7 @@ import (
 // topology.DefaultMapPoll): their per-statement deadline, and their pool
 // size per host.
 const (
-	defaultQueryTimeout = 5 * time.Second
+	defaultQueryTimeout = topology.DefaultQueryTimeout
 	defaultPoolSize     = 64
 )
 
@@ -217,7 +217,7 @@ func (mv *mover) defaults() {
 		o.QueryTimeout = defaultQueryTimeout
 	}
 	if o.Settle <= 0 {
-		o.Settle = o.MapPoll + o.QueryTimeout + 2*time.Second
+		o.Settle = topology.MoveSettle(o.MapPoll, o.QueryTimeout)
 	} else if floor := o.MapPoll + o.QueryTimeout; o.Confirm == nil && o.Settle < floor {
 		mv.logf("WARNING: settle %v is shorter than the map poll interval plus the query timeout (%v): a write routed on an old map may reach an old copy after the final pass (the check before the drop would then keep it)", o.Settle, floor)
 	}

@@ -123,7 +123,13 @@ func storeConfig(getenv func(string) string) (store.Config, error) {
 	}
 	// How long a write to a range a move is switching waits for the new
 	// map (0: refused at once with shard_moving), and how many may wait.
-	if cfg.WriteBuffer, err2 = durationFromEnv(getenv, "PINSTORE_WRITE_BUFFER", topology.DefaultWriteBuffer, true); err2 != nil {
+	// The default outlasts the hold of a move at its default settle with
+	// the map file polled every PINSTORE_MAP_POLL (15s at the default 2s).
+	poll, err2 := mapPoll(getenv)
+	if err2 != nil {
+		return cfg, err2
+	}
+	if cfg.WriteBuffer, err2 = durationFromEnv(getenv, "PINSTORE_WRITE_BUFFER", topology.WriteBufferFor(poll, topology.DefaultQueryTimeout), true); err2 != nil {
 		return cfg, err2
 	}
 	if cfg.WriteBuffer == 0 {

@@ -197,3 +197,69 @@ func countDatabases(t *testing.T, dsn, prefix string) int {
 	}
 	return n
 }
+
+// TestMoveShardsAtDefaultsUnderWrites: a move with a map file at default
+// settings (servers poll the file every 2 s, the move settles its default
+// 9 s, the write buffer is its default) is not seen by clients: writers
+// on the moving range get no error, their writes to the range wait in the
+// server while it is switched, and every acknowledged pin is on the new
+// host.
+func TestMoveShardsAtDefaultsUnderWrites(t *testing.T) {
+	th := &twoHosts{h1: testenv.StartHost(t, "e2e-defaults"), prefix: testenv.UniquePrefix(t, "md")}
+	th.mapPath = filepath.Join(t.TempDir(), "shardmap.yaml")
+	th.writeMap(t, true)
+	for _, dsn := range []string{testenv.MySQLDSN(t), th.h1.DSN()} {
+		t.Cleanup(func() { testenv.DropDatabases(t, dsn, th.prefix) })
+	}
+	th.env = map[string]string{"PINSTORE_SHARD_MAP": th.mapPath} // nothing else: the defaults
+	th.server = startServerEnv(t, th.env)
+	var boards []string
+	for i := 0; len(boards) < 4; i++ {
+		u := th.create("/v1/users", map[string]any{"username": fmt.Sprintf("mover%d", i)})
+		if hostOf(t, u.ID) == "h0" {
+			boards = append(boards, th.create("/v1/boards", map[string]any{"owner_id": u.ID, "name": "b"}).ID)
+		}
+	}
+
+	w := startWriters(t, []*server{th.server, th.server}, boards)
+	time.Sleep(300 * time.Millisecond)
+	tools := map[string]string{"PINSTORE_SHARD_MAP": th.mapPath, "PINSTORE_REDIS_DISABLED": "true"}
+	out, err := runCmd(t, tools, "move-shards", "--range", fmt.Sprintf("0-%d", twoHostHalf-1), "--to", "h1")
+	if err != nil {
+		w.halt()
+		t.Fatalf("move-shards: %v\n%s", err, out)
+	}
+	// The server picks the switched map up within its poll.
+	deadline := time.Now().Add(10 * time.Second)
+	for moved := false; !moved; time.Sleep(100 * time.Millisecond) {
+		moved = true
+		for _, r := range th.shardMap(t).Ranges {
+			moved = moved && (r.First >= twoHostHalf || r.Host == "h1" && !r.ReadOnly)
+		}
+		if time.Now().After(deadline) {
+			w.halt()
+			t.Fatalf("the server did not route by the switched map within 10s:\n%s", out)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	w.halt()
+	t.Logf("%d pins created by two writers; move-shards output:\n%s", len(w.acked), out)
+	if !strings.Contains(out, "settling 9s") {
+		t.Fatalf("the move did not settle its default 9s:\n%s", out)
+	}
+	if len(w.failed) > 0 {
+		t.Fatalf("%d of %d writes failed during a move at default settings, first: %s", len(w.failed), len(w.failed)+len(w.acked), w.failed[0])
+	}
+	if waited, expired := th.metric("pinstore_write_buffer_waits_total"), th.metric("pinstore_write_buffer_expired_total"); waited == 0 || expired != 0 {
+		t.Fatalf("write buffer: %v writes waited, %v expired; want some waiting and none expired", waited, expired)
+	}
+	if len(w.acked) < 10 {
+		t.Fatalf("only %d writes during the move", len(w.acked))
+	}
+	for _, id := range w.acked {
+		if hostOf(t, id) != "h0" {
+			t.Fatalf("pin %s was not on the moved range", id)
+		}
+		th.must(http.StatusOK, http.MethodGet, "/v1/pins/"+id, nil)
+	}
+}

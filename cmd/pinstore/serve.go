@@ -116,6 +116,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	cfg.Logger = logger
 	cfg.Registerer = reg
+	cfg.Replicas.Registerer = reg
 	if cfg.FeedSweep, err = feedSweep(getenv); err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -142,6 +143,9 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 			logger.Error("closing the store", "error", err.Error())
 		}
 	}()
+	if err := checkProvisioned(ctx, st, logger); err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 
 	// The operator edits the shard map and the tokens file while pinstore
 	// runs: poll them, and reload both at once on SIGHUP. A malformed file
@@ -203,7 +207,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		accessLog = nil // PINSTORE_LOG_LEVEL above info: only 5xx lines, through logger
 	}
 	handler, err := api.New(api.Config{Store: st, Logger: logger, AccessLog: accessLog, Registry: reg, Limits: cfg.Limits, Auth: authMW,
-		Consistency: replicas.Tokens{}, Failover: failoverHold{st.Router(), max(cfg.WriteBuffer, 0)},
+		Consistency: replicas.Tokens{}, Failover: failoverHold{st.Router(), failoverWindow(getenv, cfg.WriteBuffer)},
 		Changes: changeFeed{maps: st.Router().Map, logger: logger}})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -260,6 +264,37 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	return nil
 }
 
+// checkProvisioned checks, before the server listens, that every host of
+// the map holds this deployment's shard databases (store.Provisioned). It
+// refuses to serve where a host records another deployment under the
+// prefix (the same prefix, another shard count), and says loudly at start
+// what else is wrong: shards nobody migrated (readiness fails, and every
+// write to them would), or databases that migrate did not record as this
+// deployment's (they may be another's).
+func checkProvisioned(ctx context.Context, st *store.Store, logger *slog.Logger) error {
+	m := st.Map()
+	for _, p := range st.CheckProvisioning(ctx) {
+		switch {
+		case !p.Checked:
+			// The host does not answer: /readyz says so; checked again
+			// every few seconds.
+		case p.Foreign(m.Shards):
+			return fmt.Errorf("mysql host %q holds another deployment under the database prefix %q (%d shards; this server's map has %d): refusing to write into it; set PINSTORE_DB_PREFIX and PINSTORE_SHARDS (or the map's db_prefix and shards) to this deployment's",
+				p.Host, m.DBPrefix, p.RecordedShards, m.Shards)
+		case p.Missing > 0:
+			logger.Error("SHARDS NOT PROVISIONED: run pinstore migrate; until then /readyz answers 503 and writes to them fail",
+				"host", p.Host, "missing", p.Missing, "of", p.Shards, "first", p.FirstMissing, "db_prefix", m.DBPrefix)
+		case p.Shards > 0 && !p.Recorded:
+			logger.Error("SHARD DATABASES NOT RECORDED AS THIS DEPLOYMENT'S: pinstore migrate did not record them; if they are another deployment's, stop this server now (it writes into them); if they are this one's, run pinstore migrate to record them",
+				"host", p.Host, "db_prefix", m.DBPrefix, "shards", m.Shards)
+		case p.Version < p.Newest:
+			logger.Warn("shard databases behind this server's newest migration: run pinstore migrate",
+				"host", p.Host, "version", p.Version, "newest", p.Newest)
+		}
+	}
+	return nil
+}
+
 // followTopology starts following the etcd topology: each new map that
 // validates is put in force, and this server is registered (ID: host name
 // and port) with the version it routes by.
@@ -297,6 +332,19 @@ func followTopology(ctx context.Context, topo *etcdTopo, st *store.Store, addr s
 			return nil
 		},
 	})
+}
+
+// failoverWindow is how long a request a failed master refused waits for
+// a failover: PINSTORE_WRITE_BUFFER when set, else
+// topology.DefaultFailoverHold. A move's write buffer defaults to longer
+// (it outlasts a default move's hold with a map file), but a request to a
+// host that is simply down, with no failover coming, should not wait that
+// long for its 503.
+func failoverWindow(getenv func(string) string, writeBuffer time.Duration) time.Duration {
+	if getenv("PINSTORE_WRITE_BUFFER") == "" {
+		return topology.DefaultFailoverHold
+	}
+	return max(writeBuffer, 0)
 }
 
 // failoverHold is what the API needs to hold a request a failed master

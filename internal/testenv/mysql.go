@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -73,7 +74,8 @@ var systemSchemas = map[string]bool{
 }
 
 // DropDatabases drops every database on the server at dsn whose name starts
-// with prefix, except the system schemas. prefix must match
+// with prefix, except the system schemas, and the deployments' record of
+// prefix that pinstore migrate wrote. prefix must match
 // ^[a-z][a-z0-9_]{0,15}$ and end in "_" (as UniquePrefix's do), so it can
 // never match a real shard. Failures are reported with tb.Errorf, not Fatal,
 // so it is safe in tb.Cleanup and the remaining cleanups still run.
@@ -121,6 +123,12 @@ func dropDatabases(dsn, prefix string) error {
 		if _, err := db.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+n+"`"); err != nil {
 			return fmt.Errorf("drop %s: %w", n, err)
 		}
+	}
+	// pinstore migrate's record of the deployment (migrations.DeploymentsDB).
+	_, err = db.ExecContext(ctx, "DELETE FROM pinstore_deployments.deployments WHERE db_prefix = ?", prefix)
+	var me *mysql.MySQLError
+	if err != nil && !(errors.As(err, &me) && (me.Number == 1049 || me.Number == 1146)) {
+		return fmt.Errorf("forget the deployment %s: %w", prefix, err)
 	}
 	return nil
 }

@@ -228,8 +228,15 @@ func (n *near) beats(ctx context.Context) {
 	}
 	tick := time.NewTicker(n.fresh / nearBeatsPerFresh)
 	defer tick.Stop()
-	lapse := strconv.FormatInt((2 * n.wait).Milliseconds(), 10)
-	failing := false
+	lapseAfter := 2 * n.wait
+	lapse := strconv.FormatInt(lapseAfter.Milliseconds(), 10)
+	// A beat that fails now and then (a Redis round trip slower than the
+	// cache's timeout on a busy machine) costs nothing: the next renews
+	// the membership, and at worst the copy pauses for a moment while
+	// reads go to Redis. Only a membership that lapses, beats failing for
+	// longer than its lapse, is worth an operator's attention.
+	var failingSince time.Time
+	warned := false
 	for {
 		n.beatMu.Lock()
 		n.seq++
@@ -246,12 +253,22 @@ func (n *near) beats(ctx context.Context) {
 		cancel()
 		switch {
 		case ctx.Err() != nil:
-		case err != nil && !failing:
-			n.c.log.Warn("object cache: the near copy cannot renew its membership; it stops answering until Redis is back", "err", err.Error())
-			failing = true
-		case err == nil && failing:
-			n.c.log.Info("object cache: the near copy renews its membership again")
-			failing = false
+		case err != nil:
+			if failingSince.IsZero() {
+				failingSince = time.Now()
+				n.c.log.Debug("object cache: a near copy beat failed; the next one renews the membership", "err", err.Error())
+			}
+			if !warned && time.Since(failingSince) >= lapseAfter {
+				n.c.log.Warn("object cache: the near copy's membership lapsed: Redis has not taken its renewal for "+lapseAfter.String()+
+					"; until it does, this server reads from Redis instead of its near copy (never a stale answer). If this repeats, Redis or this server is overloaded or cut off from the other: check Redis's latency and this server's CPU",
+					"err", err.Error())
+				warned = true
+			}
+		case !failingSince.IsZero():
+			if warned {
+				n.c.log.Info("object cache: the near copy renews its membership again", "after", time.Since(failingSince).Round(time.Millisecond).String())
+			}
+			failingSince, warned = time.Time{}, false
 		}
 		select {
 		case <-ctx.Done():

@@ -1,6 +1,13 @@
 package objcache
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,4 +261,88 @@ func BenchmarkInvalidate(b *testing.B) {
 			b.Fatalf("%v invalidations waited the member out", n)
 		}
 	})
+}
+
+// failBeats fails the near copy's beats (the script call whose last
+// argument is "b <seq>") while on is set, as a Redis that does not
+// answer in time would.
+type failBeats struct{ on *atomic.Bool }
+
+func (h failBeats) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h failBeats) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h failBeats) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if last, ok := args[len(args)-1].(string); ok && h.on.Load() && strings.HasPrefix(last, "b ") {
+			err := errors.New("i/o timeout (injected)")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// A beat that fails now and then is not an operator's business: nothing
+// is logged above debug. A membership that lapses is warned about once,
+// saying what it costs and what to check, and its return is logged.
+func TestNearOnlyALapsedMembershipIsWarned(t *testing.T) {
+	addr := testenv.RedisAddr(t)
+	prefix := testenv.UniquePrefix(t, "near")
+	t.Cleanup(func() { testenv.DropKeys(t, addr, prefix) })
+	var fail atomic.Bool
+	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	client.AddHook(failBeats{&fail})
+	t.Cleanup(func() { client.Close() })
+	var logs syncBuffer
+	c := New(client, Options{Prefix: prefix + ":c:", Timeout: 100 * time.Millisecond, Near: 100, NearFresh: testFresh,
+		Logger: slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	t.Cleanup(c.Close)
+	waitServing(t, c)
+	lapse := 2 * c.near.wait
+
+	// Beats fail for well under the lapse, as on a busy machine.
+	fail.Store(true)
+	time.Sleep(lapse / 3)
+	fail.Store(false)
+	waitServing(t, c)
+	time.Sleep(lapse)
+	if s := logs.String(); s != "" {
+		t.Fatalf("beats that failed for %s, under the lapse of %s, were logged:\n%s", lapse/3, lapse, s)
+	}
+
+	// Beats fail for longer than the lapse: one warning, then the return.
+	fail.Store(true)
+	time.Sleep(3 * lapse)
+	fail.Store(false)
+	waitServing(t, c)
+	for start := time.Now(); !strings.Contains(logs.String(), "renews its membership again"); time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("no line saying the membership is back:\n%s", logs.String())
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"level":"WARN"`) || !strings.Contains(lines[0], "lapsed") ||
+		!strings.Contains(lines[0], "reads from Redis instead of its near copy") || !strings.Contains(lines[0], "check Redis") {
+		t.Fatalf("a lapsed membership's log:\n%s", logs.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -157,8 +157,11 @@ func New(client redis.UniversalClient, opts Options) *Cache {
 	}))
 	c.fails = metrics.Register(opts.Registerer, prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "pinstore_owner_cache_errors_total",
-		Help: "Redis owner cache calls that failed or timed out, by operation.",
+		Help: "Redis owner cache calls that failed or timed out, by operation: get (a look-up, answered from MySQL instead), set (a fill or a create's owners, left out) or delete (removing entries, which only repair tools and tests do).",
 	}, []string{"op"}))
+	for _, op := range []string{"get", "set", "delete"} {
+		c.fails.WithLabelValues(op) // every series from the start: a scrape sees 0, not nothing
+	}
 	if !contextTimeoutEnabled(client) {
 		c.log.Warn("ownercache: redis client has ContextTimeoutEnabled=false; the per-call timeout does not bound socket reads, its ReadTimeout does",
 			"timeout", c.timeout)

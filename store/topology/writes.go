@@ -25,8 +25,44 @@ import (
 //     lapsed (lease.go), and fails with EUnavailable after the window.
 
 // DefaultWriteBuffer is how long a write to a range being switched waits
-// for the new map before it is refused with EMoving.
-const DefaultWriteBuffer = 5 * time.Second
+// for the new map before it is refused with EMoving: WriteBufferFor the
+// default map poll and query timeout, so that a move at default settings
+// with a map file is not seen by clients (TestWriteBufferOutlastsMoveHold).
+const DefaultWriteBuffer = 15 * time.Second
+
+// DefaultFailoverHold is how long, unless PINSTORE_WRITE_BUFFER says
+// otherwise, a server holds a request that a failed master refused, for a
+// failover to name a new one.
+const DefaultFailoverHold = 5 * time.Second
+
+// DefaultQueryTimeout bounds each statement of a server (store.Config's
+// QueryTimeout) and so how long a write routed on an old map may still
+// run after the map changed.
+const DefaultQueryTimeout = 5 * time.Second
+
+// moveSettleMargin is what a move's settle adds to the map poll and the
+// query timeout, for a server that reads the file late.
+const moveSettleMargin = 2 * time.Second
+
+// finalPassAllowance is what the write buffer allows a move's final pass
+// and map rewrite, between the end of its settle and the switched map.
+const finalPassAllowance = 4 * time.Second
+
+// MoveSettle is how long a move with a map file, servers polling it every
+// poll, waits after each map change before relying on every server having
+// it and on writes routed on the old map having ended (each statement
+// takes at most queryTimeout).
+func MoveSettle(poll, queryTimeout time.Duration) time.Duration {
+	return poll + queryTimeout + moveSettleMargin
+}
+
+// WriteBufferFor is the write buffer that outlasts a move's hold at its
+// default settle with a map file polled every poll: a write to the range
+// may arrive as soon as its server loads the read-only map, and waits for
+// the settle, the final pass and its server's poll of the switched map.
+func WriteBufferFor(poll, queryTimeout time.Duration) time.Duration {
+	return MoveSettle(poll, queryTimeout) + finalPassAllowance + poll
+}
 
 // DefaultWriteBufferMax is how many writes may wait at once per server;
 // one more is refused at once.
