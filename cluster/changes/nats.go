@@ -16,7 +16,7 @@ type NATSConfig struct {
 	URL string // the NATS server ("nats://127.0.0.1:4222")
 	// Stream is the JetStream stream the events go to, created or updated
 	// to hold Subjects.>; its key-value bucket of the same name keeps the
-	// sink's token. Default: PINSTORE_CHANGES.
+	// sink's token. Default: pinstore-changes.
 	Stream string
 	// Subjects is the subjects' prefix: an object's event goes to
 	// Subjects.TYPE ("pinstore.changes.pin"), a list entry's to
@@ -51,7 +51,7 @@ const tokenKey = "token"
 func OpenNATS(ctx context.Context, c NATSConfig) (*Sink, error) {
 	const op = "changes.OpenNATS"
 	if c.Stream == "" {
-		c.Stream = "PINSTORE_CHANGES"
+		c.Stream = "pinstore-changes"
 	}
 	if c.Subjects == "" {
 		c.Subjects = "pinstore.changes"

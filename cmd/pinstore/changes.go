@@ -31,7 +31,7 @@ func runChanges(ctx context.Context, args []string, getenv func(string) string, 
 	types := fs.String("types", "", "only objects of these types, comma-separated ("+strings.Join(idcodec.TypeNames(), ",")+")")
 	lists := fs.String("lists", "", "only entries of these lists, comma-separated (board_pins, user_following, …)")
 	natsURL := fs.String("nats", "", "publish to the NATS JetStream server at this URL (nats://127.0.0.1:4222)")
-	stream := fs.String("nats-stream", "PINSTORE_CHANGES", "with --nats: the JetStream stream, and the bucket keeping the token")
+	stream := fs.String("nats-stream", "pinstore-changes", "with --nats: the JetStream stream, and the bucket keeping the token")
 	subjects := fs.String("nats-subjects", "pinstore.changes", "with --nats: the subjects' prefix (PREFIX.pin, PREFIX.board_pins, …)")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
