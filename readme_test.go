@@ -1,11 +1,13 @@
 package pinstore
 
-// README.md's commands, run as a reader runs them. Every fenced code block
-// of README.md says what it holds in its info string (```sh, ```yaml …);
-// the shell blocks (sh, bash, shell) are commands, and this test runs each
-// of them, in README order, in a scratch copy of the repository (the files
-// a clone has: `git ls-files`, plus new files not ignored), against the
-// real MariaDB and Redis, so a README command that stops working fails the
+// The documents' commands, run as a reader runs them. Every fenced code
+// block of README.md, CONTRIBUTING.md and every docs/**/*.md says what it
+// holds in its info string (```sh, ```yaml …); the shell blocks (sh,
+// bash, shell) are commands, and this test runs each of them, file by
+// file (README.md, CONTRIBUTING.md, then docs/ in path order) and in each
+// file in order, in a scratch copy of the repository (the files a clone
+// has: `git ls-files`, plus new files not ignored), against the real
+// MariaDB and Redis, so a documented command that stops working fails the
 // suite. A block that cannot run here is skipped only when an HTML comment
 // on the line before it says so, with the reason:
 //
@@ -14,29 +16,31 @@ package pinstore
 //
 // "background" starts a block that runs until stopped (a server): the
 // next block starts once a TCP address the block names answers, and the
-// block is stopped (SIGTERM, then SIGKILL) when every block has run. Any
-// other comment before a block, or an annotation on a block that is not a
-// shell block, fails the test, so annotations cannot rot.
+// block is stopped (SIGTERM, then SIGKILL) when every block of its file
+// has run. Any other comment before a block, or an annotation on a block
+// that is not a shell block, fails the test, so annotations cannot rot.
 //
 // Each block runs in its own `bash -e -o pipefail`, from the copy's root:
-// a block defines the variables it uses. Two rewrites keep a run private,
-// so it never touches a reader's data and runs beside other test runs:
-// the database prefix try_ (and try: in Redis key prefixes) becomes a
-// prefix unique to the run (its databases and Redis keys are dropped at
-// the end), and every loopback
-// address on a port 8000-8999 (127.0.0.1:8080, localhost:8081) becomes a
-// free port, the same one each time the block text names it.
+// a block defines the variables it uses, as a reader's fresh shell would.
+// Two rewrites keep a run private, so it never touches a reader's data and
+// runs beside other test runs: the database prefix try_ (and try: in Redis
+// key prefixes) becomes a prefix unique to the run (its databases and
+// Redis keys are dropped at the end), and every loopback address on a port
+// 8000-8999 (127.0.0.1:8080, localhost:8081) becomes a free port, the same
+// one each time a block of the run names it.
 
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -46,7 +50,7 @@ import (
 	"github.com/pinstore/pinstore/internal/testenv"
 )
 
-// A readmeBlock is one fenced code block of README.md.
+// A readmeBlock is one fenced code block of a document.
 type readmeBlock struct {
 	line   int    // 1-based line of the opening fence
 	lang   string // the info string's first word
@@ -63,7 +67,7 @@ var (
 	fenceRe      = regexp.MustCompile("^(```+|~~~+)\\s*(\\S*)")
 )
 
-// parseReadme returns README text's fenced blocks with their annotations,
+// parseReadme returns a document's fenced blocks with their annotations,
 // or every mistake it finds: a block without a language, an annotation
 // with no block after it, on a block that holds no commands, unknown, or
 // a skip without a reason.
@@ -217,16 +221,44 @@ func TestCIRunsTheREADMETestCommand(t *testing.T) {
 // block may take to answer (a first build of the binary included).
 const blockTimeout = 10 * time.Minute
 
-// TestREADMECommands runs README.md's shell blocks as the file's header
-// comment says.
-func TestREADMECommands(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+// commandDocs lists the documents whose shell blocks TestREADMECommands
+// runs, in the order it runs them: README.md, CONTRIBUTING.md, then every
+// Markdown file under docs/ in path order.
+func commandDocs(t *testing.T) []string {
+	t.Helper()
+	files := []string{"README.md", "CONTRIBUTING.md"}
+	var docs []string
+	err := filepath.WalkDir("docs", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(path, ".md") {
+			docs = append(docs, filepath.ToSlash(path))
+		}
+		return nil
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks, errs := parseReadme(string(readme))
-	for _, e := range errs {
-		t.Errorf("README.md %s", e)
+	sort.Strings(docs)
+	return append(files, docs...)
+}
+
+// TestREADMECommands runs the documents' shell blocks as the file's header
+// comment says.
+func TestREADMECommands(t *testing.T) {
+	files := commandDocs(t)
+	parsed := map[string][]readmeBlock{}
+	for _, f := range files {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks, errs := parseReadme(string(text))
+		for _, e := range errs {
+			t.Errorf("%s %s", f, e)
+		}
+		parsed[f] = blocks
 	}
 	if t.Failed() {
 		t.FailNow()
@@ -235,9 +267,9 @@ func TestREADMECommands(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "git"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("CI") == "true" {
-				t.Fatalf("README's commands need %s: %v", tool, err)
+				t.Fatalf("the documents' commands need %s: %v", tool, err)
 			}
-			t.Skipf("README's commands need %s: %v", tool, err)
+			t.Skipf("the documents' commands need %s: %v", tool, err)
 		}
 	}
 	prefix := testenv.UniquePrefix(t, "readme")
@@ -247,10 +279,13 @@ func TestREADMECommands(t *testing.T) {
 	})
 	dir := cloneWorkTree(t)
 	env := readmeEnv(dsn, redisAddr, prefix)
+	var mu sync.Mutex
 	ports := map[string]string{} // "8080" → a free port, for the whole run
-	rewrite := func(s string) string {
+	rewrite := func(t *testing.T, s string) string {
 		s = strings.NewReplacer("try_", prefix, "try:", prefix).Replace(s)
 		return loopbackRe.ReplaceAllStringFunc(s, func(addr string) string {
+			mu.Lock()
+			defer mu.Unlock()
 			port := addr[strings.LastIndexByte(addr, ':')+1:]
 			if ports[port] == "" {
 				ports[port] = fmt.Sprint(testenv.FreePort(t))
@@ -259,35 +294,39 @@ func TestREADMECommands(t *testing.T) {
 		})
 	}
 
-	ran := 0
-	for _, b := range blocks {
-		where := fmt.Sprintf("README.md:%d", b.line)
-		switch b.action {
-		case "":
-			continue
-		case "skip":
-			t.Logf("%s: skipped: %s", where, b.reason)
-			continue
-		}
-		script := rewrite(b.text)
-		if b.action == "background" {
-			var addrs []string // where the block serves, as rewritten
-			for _, a := range loopbackRe.FindAllString(b.text, -1) {
-				addrs = append(addrs, rewrite(a))
+	for _, f := range files {
+		ran := 0
+		t.Run(f, func(t *testing.T) {
+			for _, b := range parsed[f] {
+				where := fmt.Sprintf("%s:%d", f, b.line)
+				switch b.action {
+				case "":
+					continue
+				case "skip":
+					t.Logf("%s: skipped: %s", where, b.reason)
+					continue
+				}
+				script := rewrite(t, b.text)
+				if b.action == "background" {
+					var addrs []string // where the block serves, as rewritten
+					for _, a := range loopbackRe.FindAllString(b.text, -1) {
+						addrs = append(addrs, rewrite(t, a))
+					}
+					startBackground(t, where, dir, env, script, addrs)
+				} else {
+					runBlock(t, where, dir, env, script)
+				}
+				ran++
 			}
-			startBackground(t, where, dir, env, script, addrs)
-		} else {
-			runBlock(t, where, dir, env, script)
+		})
+		if f == "README.md" && ran == 0 {
+			t.Error("README.md has no shell block that runs here")
 		}
-		ran++
-	}
-	if ran == 0 {
-		t.Fatal("README.md has no shell block that runs here")
 	}
 }
 
-// loopbackRe matches the loopback addresses a README block may name for a
-// server of its own.
+// loopbackRe matches the loopback addresses a block may name for a server
+// of its own.
 var loopbackRe = regexp.MustCompile(`\b(127\.0\.0\.1|localhost):8\d\d\d\b`)
 
 // readmeEnv is the environment of every block: the test's own, less

@@ -8,6 +8,8 @@ package api
 //   - readAny: reading, which every valid token may do (scope read).
 //   - admin: scope admin.
 //   - servicesOnly: scope write, and no user token (creating users).
+//   - servicesRead: scope read, and no user token (the change stream, which
+//     tells every user's changes, secret ones too).
 //   - The as… permissions: scope write. A service token with write acts
 //     for any user; a user token acts only as its user, and the permission
 //     says which user a write acts as: the path's {id} (asPathUser), the
@@ -61,6 +63,7 @@ var (
 	readAny      = permission{name: "readAny", scope: auth.ScopeRead}
 	admin        = permission{name: "admin", scope: auth.ScopeAdmin}
 	servicesOnly = permission{name: "servicesOnly", scope: auth.ScopeWrite, user: refuseUsers}
+	servicesRead = permission{name: "servicesRead", scope: auth.ScopeRead, user: refuseUsers}
 	asPathUser   = permission{name: "asPathUser", scope: auth.ScopeWrite, user: selfInPath}
 	asBodyUser   = permission{name: "asBodyUser", scope: auth.ScopeWrite, user: userInBody}
 )

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/pinstore/pinstore/model"
 )
@@ -20,6 +21,11 @@ const (
 	// such a document would reach each client as something else, or break
 	// it.
 	EAmbiguousJSON = "ambiguous_json"
+	// The codes of the requests the connection loop refuses before the
+	// API reads them (Refuse).
+	EMalformedRequest = "malformed_request" // 400: not HTTP/1.1, or a request target that is no URI
+	ERequestTimeout   = "request_timeout"   // 408: the request did not arrive in time
+	EHeadersTooLarge  = "headers_too_large" // 431: the request line and headers are over their limit
 )
 
 // problemTypePrefix prefixes a problem's code to form its "type": a
@@ -51,6 +57,9 @@ var errorStatus = map[string]struct {
 	retryAfter string
 }{
 	model.EInvalid:        {http.StatusBadRequest, "Invalid argument", ""},
+	EMalformedRequest:     {http.StatusBadRequest, "Malformed request", ""},
+	ERequestTimeout:       {http.StatusRequestTimeout, "Request timeout", ""},
+	EHeadersTooLarge:      {http.StatusRequestHeaderFieldsTooLarge, "Headers too large", ""},
 	EAmbiguousJSON:        {http.StatusBadRequest, "Ambiguous JSON", ""},
 	model.EUnauthorized:   {http.StatusUnauthorized, "Unauthorized", ""},
 	model.EForbidden:      {http.StatusForbidden, "Forbidden", ""},
@@ -164,3 +173,41 @@ func (p Problem) appendJSON(b []byte) []byte {
 
 // errorf returns a client error with the given code and message.
 func errorf(code, format string, args ...any) error { return model.Errorf(code, format, args...) }
+
+// refusalCodes are the codes of the statuses the connection loop refuses
+// a request with.
+var refusalCodes = map[int]string{
+	http.StatusBadRequest:                  EMalformedRequest,
+	http.StatusRequestTimeout:              ERequestTimeout,
+	http.StatusRequestEntityTooLarge:       model.ETooLarge,
+	http.StatusRequestHeaderFieldsTooLarge: EHeadersTooLarge,
+}
+
+// Refuse answers a request the connection loop refused before the API
+// read it (internal/httpserve's Config.Refuse): a body over the API's
+// limit, headers over theirs, a request that is not HTTP/1.1, one that
+// did not arrive in time. The answer is the API's: the problem document
+// of the status's code (too_large, headers_too_large, malformed_request,
+// request_timeout) with detail, the request id (the client's X-Request-Id
+// when the loop read the headers) and the Date header, and the request
+// is counted and logged as every other. r needs a URL, which may be
+// empty.
+func (s *Server) Refuse(w http.ResponseWriter, r *http.Request, status int, detail string) {
+	code, ok := refusalCodes[status]
+	if !ok {
+		code = EMalformedRequest
+	}
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w, id: r.Header.Get(RequestIDHeader)}
+	if !validRequestID(sw.id) {
+		sw.id = newRequestID()
+	}
+	sw.idHeader[0] = sw.id
+	h := w.Header()
+	h[RequestIDHeader] = sw.idHeader[:]
+	h["Date"] = s.date.at(start)
+	sw.ctx = requestContext{Context: r.Context(), sw: sw}
+	r = r.WithContext(&sw.ctx)
+	writeError(sw, r, s.logger, errorf(code, "%s", detail))
+	s.record(sw, r, start)
+}

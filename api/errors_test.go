@@ -39,6 +39,9 @@ func TestStatusOf(t *testing.T) {
 		model.EShardFull:      503,
 		model.EKeyInUse:       409,
 		model.EKeyReused:      422,
+		EMalformedRequest:     400,
+		ERequestTimeout:       408,
+		EHeadersTooLarge:      431,
 		"no_such_code":        500,
 	}
 	for code, status := range want {
@@ -50,6 +53,42 @@ func TestStatusOf(t *testing.T) {
 	for code := range errorStatus {
 		if _, ok := want[code]; !ok {
 			t.Errorf("code %q has no test", code)
+		}
+	}
+}
+
+// A request the connection loop refused is answered as the API answers:
+// the status's code, the detail given, the client's request id when its
+// headers were read, the path when it was, the no-store header.
+func TestRefuse(t *testing.T) {
+	s, _, _ := newTestServer(t, &fakeStore{})
+	for _, c := range []struct {
+		status     int
+		code, path string
+		id         string
+	}{
+		{413, model.ETooLarge, "/v1/pins", "client-id-1"},
+		{431, EHeadersTooLarge, "", ""},
+		{400, EMalformedRequest, "", ""},
+		{408, ERequestTimeout, "", ""},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/", nil)
+		r.URL.Path = c.path
+		if c.id != "" {
+			r.Header.Set(RequestIDHeader, c.id)
+		}
+		w := httptest.NewRecorder()
+		s.Refuse(w, r, c.status, "what went wrong")
+		var p Problem
+		if err := json.Unmarshal(w.Body.Bytes(), &p); err != nil {
+			t.Fatalf("%d: %s: %v", c.status, w.Body, err)
+		}
+		if w.Code != c.status || w.Header().Get("Content-Type") != "application/problem+json" || w.Header().Get("Cache-Control") != "no-store" {
+			t.Errorf("%d: answered %d %q", c.status, w.Code, w.Header())
+		}
+		if p.Code != c.code || p.Type != ProblemType(c.code) || p.Status != c.status || p.Detail != "what went wrong" ||
+			p.Instance != c.path || p.RequestID == "" || p.RequestID != w.Header().Get(RequestIDHeader) || (c.id != "" && p.RequestID != c.id) {
+			t.Errorf("%d: problem %+v", c.status, p)
 		}
 	}
 }

@@ -79,6 +79,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/ids/{id}", readAny, noSecrets, s.decodeID},
 
 		{"GET", "/v1/admin/shard-map", admin, noSecrets, s.shardMap},
+		{"GET", "/v1/changes", servicesRead, noSecrets, s.changeBatch},
 	})
 }
 

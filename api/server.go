@@ -59,6 +59,9 @@ type Config struct {
 	// requests and sets it on their responses (consistency.go); nil: the
 	// header is ignored and never sent.
 	Consistency Consistency
+	// Changes, when set, is the change stream GET /v1/changes serves
+	// (changes.go); nil: the route answers 503.
+	Changes ChangeFeed
 	// Failover, when set, holds a request whose shard's master failed it
 	// until a failover names a new one, and runs it again when that is
 	// safe (failover.go); nil: such a request is answered 503 at once.
@@ -79,7 +82,8 @@ type Server struct {
 	ops        Ops
 	keys       KeyUser
 
-	tokens Consistency
+	tokens  Consistency
+	changes ChangeFeed
 	// failover holds requests a failed master refused (failover.go)
 	failover Failover
 
@@ -116,6 +120,7 @@ func New(cfg Config) (*Server, error) {
 		maxBody:   cfg.MaxBodyBytes,
 		spec:      cfg.Spec,
 		tokens:    cfg.Consistency,
+		changes:   cfg.Changes,
 		failover:  cfg.Failover,
 	}
 	if s.logger == nil {

@@ -65,6 +65,16 @@ func (s *shards) deadline(ctx context.Context) (context.Context, context.CancelF
 	return context.WithTimeout(ctx, s.cfg.QueryTimeout)
 }
 
+// ended is err, naming ctx's end when ctx has ended: a statement its end
+// interrupted (shardsql.Tx.Bound) fails as its connection does, which
+// would otherwise read as the host being down.
+func ended(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
+}
+
 // inTx runs fn in a transaction on the shard's host and commits; any error
 // rolls back and is classified. The write is pinned to the topology in
 // force (topology.Router.EnterShard), on the host that topology names
@@ -169,10 +179,10 @@ func (s *shards) txOn(ctx context.Context, op string, sh topology.Shard, fn func
 		t.MarkCached(sh.DB, token, perWrite)
 	}
 	if err := fn(t); err != nil {
-		return classify(op, sh, err)
+		return classify(op, sh, ended(ctx, err))
 	}
 	if err := c.Commit(ctx, t); err != nil { // with the statements queued, and the GTID when the token wants it
-		return classify(op, sh, err)
+		return classify(op, sh, ended(ctx, err))
 	}
 	model.WritesOf(ctx).Commit()
 	s.committed(ctx, sh.DB, t, token) // before the write is acknowledged

@@ -18,7 +18,8 @@ import (
 // pins and boards compare their answer with what was acknowledged when
 // they began. A stale answer is measured against the last fault before
 // it: a stale read within staleBound of a fault's end is the window the
-// design allows (README, "Object cache"); any other is a mismatch.
+// design allows (docs/caching.md, "The object cache"); any other is a
+// mismatch.
 
 // staleBound is the longest a stale entry may be read after a fault ends:
 // the pair/cache sweep (2 s) plus the age a cache_outbox row must reach

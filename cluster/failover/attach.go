@@ -119,9 +119,9 @@ func AddReplica(ctx context.Context, opt ReplicaOptions) (ReplicaReport, error) 
 	}
 	switch {
 	case !ms.LogBin:
-		return rep, model.Errorf(model.EInvalid, "host %q's master keeps no binary log: start it with log_bin (README, Replicas)", opt.Host)
+		return rep, model.Errorf(model.EInvalid, "host %q's master keeps no binary log: start it with log_bin (docs/operations/replicas-and-failover.md)", opt.Host)
 	case !ts.LogBin || !ts.LogSlaveUpdates:
-		return rep, model.Errorf(model.EInvalid, "%s must keep a binary log with log_slave_updates, or it could never be promoted: start it with log_bin and log_slave_updates (README, Replicas)", rep.Replica)
+		return rep, model.Errorf(model.EInvalid, "%s must keep a binary log with log_slave_updates, or it could never be promoted: start it with log_bin and log_slave_updates (docs/operations/replicas-and-failover.md)", rep.Replica)
 	case ts.ServerID == ms.ServerID:
 		return rep, model.Errorf(model.EInvalid, "%s has the master's server_id %d: give every server its own", rep.Replica, ms.ServerID)
 	}

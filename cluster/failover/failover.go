@@ -22,7 +22,7 @@ const (
 	// last transaction).
 	DefaultCatchUp = 30 * time.Second
 	// probeWait bounds how long a server may take to answer a probe.
-	probeWait = 2 * time.Second
+	probeWait = time.Second
 )
 
 // Options says which host to fail over, and how.

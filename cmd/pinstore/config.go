@@ -15,7 +15,7 @@ import (
 )
 
 // Every PINSTORE_* variable is read in this file; packages take plain
-// config structs. README.md's configuration table lists them all.
+// config structs. docs/configuration.md lists them all.
 
 // defaultFeedSweep is how often a server redoes fan-out that feed_outbox
 // says is unfinished, when PINSTORE_FEED_SWEEP does not say otherwise.
@@ -82,7 +82,7 @@ func storeConfig(getenv func(string) string) (store.Config, error) {
 		}
 	}
 	// An author with at least this many followers when they pin is pulled
-	// (merged into feeds at read time); README, "How data is laid out".
+	// (merged into feeds at read time); docs/internals.md, "The home feed".
 	if v := getenv("PINSTORE_FEED_PULL_THRESHOLD"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
@@ -144,7 +144,8 @@ func storeConfig(getenv func(string) string) (store.Config, error) {
 	}
 	// Replica reads: off unless the map or PINSTORE_REPLICA_READS turns
 	// them on; the lag a read without a token tolerates, and how long a
-	// read with one waits for a replica (README, Replicas and failover).
+	// read with one waits for a replica
+	// (docs/operations/replicas-and-failover.md).
 	if cfg.ReplicaReads, err = envBool(getenv, "PINSTORE_REPLICA_READS", false); err != nil {
 		return cfg, err
 	}

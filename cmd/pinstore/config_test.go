@@ -85,7 +85,7 @@ func TestObjectCacheNear(t *testing.T) {
 	}
 }
 
-// TestRateLimitConfig: the rate limit and burst as README's configuration
+// TestRateLimitConfig: the rate limit and burst as docs/configuration.md's
 // table gives them: the rate defaults to 1000 a second, the burst to twice
 // the rate in force (at least 1), PINSTORE_RATE_LIMIT=0 turns limiting off,
 // and a burst that is not a positive integer (0 included) is refused,
@@ -117,7 +117,7 @@ func TestRateLimitConfig(t *testing.T) {
 	}
 }
 
-// TestConfigTableComplete: README.md's configuration table lists exactly
+// TestConfigTableComplete: docs/configuration.md's table lists exactly
 // the PINSTORE_* variables the binary reads (every one is named in a
 // non-test file of this package).
 func TestConfigTableComplete(t *testing.T) {
@@ -139,20 +139,20 @@ func TestConfigTableComplete(t *testing.T) {
 			read[m[1]] = true
 		}
 	}
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "configuration.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Configuration\n")
+	_, section, ok := strings.Cut(string(doc), "\n## Every variable\n")
 	if !ok {
-		t.Fatal("README.md has no Configuration section")
+		t.Fatal("docs/configuration.md has no \"Every variable\" section")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	rowRe := regexp.MustCompile("(?m)^\\| `(PINSTORE_[A-Z0-9_]+)` \\|")
 	listed := map[string]bool{}
 	for _, m := range rowRe.FindAllStringSubmatch(section, -1) {
 		if listed[m[1]] {
-			t.Errorf("README.md's configuration table lists %s twice", m[1])
+			t.Errorf("docs/configuration.md's table lists %s twice", m[1])
 		}
 		listed[m[1]] = true
 	}
@@ -161,12 +161,12 @@ func TestConfigTableComplete(t *testing.T) {
 	}
 	for v := range read {
 		if !listed[v] {
-			t.Errorf("%s is read but not in README.md's configuration table", v)
+			t.Errorf("%s is read but not in docs/configuration.md's table", v)
 		}
 	}
 	for v := range listed {
 		if !read[v] {
-			t.Errorf("README.md's configuration table lists %s, which nothing reads", v)
+			t.Errorf("docs/configuration.md's table lists %s, which nothing reads", v)
 		}
 	}
 }

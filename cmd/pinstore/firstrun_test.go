@@ -1,6 +1,6 @@
 package main
 
-// What README.md tells a new user about operating details, checked on the
+// What the documents tell a new user about operating details, checked on the
 // real server and commands: readiness with Redis turned off, the exit
 // status of `pinstore shards`, what a repeated DELETE answers, and the
 // tokens-file line `token hash` prints.
@@ -65,11 +65,12 @@ func TestShardsExitStatus(t *testing.T) {
 	}
 }
 
-// TestRepeatedDelete: what a retried DELETE of an object sees, as README
-// ("Retries") and openapi.yaml say: the first answers 204, every repeat
-// 404 not_found, like any object that is not live, with or without the
-// If-Match the first one carried, for a service token and for the
-// owner's user token alike; a repeated unlike or unfollow answers 204.
+// TestRepeatedDelete: what a retried DELETE of an object sees, as
+// docs/api.md ("Safe retries") and openapi.yaml say: the first answers
+// 204, every repeat 404 not_found, like any object that is not live, with
+// or without the If-Match the first one carried, for a service token and
+// for the owner's user token alike; a repeated unlike or unfollow answers
+// 204.
 func TestRepeatedDelete(t *testing.T) {
 	s := startServer(t)
 	ann := s.create("/v1/users", map[string]any{"username": "ann"})
@@ -104,8 +105,9 @@ func TestRepeatedDelete(t *testing.T) {
 }
 
 // TestTokenHashLine: `token hash` prints one entry of the tokens file's
-// tokens list; appended under a "tokens:" line, as README says, it makes
-// a file the server loads, and the secret is then that token.
+// tokens list; appended under a "tokens:" line, as docs/authentication.md
+// says, it makes a file the server loads, and the secret is then that
+// token.
 func TestTokenHashLine(t *testing.T) {
 	const secret = "Zm9yIHRoZSB0ZXN0IG9ubHksIG5vdCBhIHJlYWwgb25lCg=="
 	var out, errOut strings.Builder

@@ -24,7 +24,8 @@ func main() {
 const usage = `usage: pinstore COMMAND [flags]
 
 commands:
-  serve [--addr ADDR]        run the HTTP API
+  serve [--addr ADDR] [--backups DIR]
+                             run the HTTP API (--backups: report the backups' ages on /metrics)
   migrate [--per-host N]     create and upgrade every shard database the map names
   shards                     print the shard map and whether each host answers (exit 1 if any does not)
   repair [--dry-run]         find and fix pairs with one side missing, feeds, and the username index
@@ -40,6 +41,15 @@ commands:
                              make a MariaDB server a replica of a host's master, named in the map
   failover --host HOST [--to REPLICA] [--catch-up D] [--confirm-timeout D]
                              promote a replica of HOST to master; the old one is fenced
+  changes [--after TOKEN] [--types pin,board] [--lists board_pins]
+          [--nats URL --nats-stream NAME --nats-subjects PREFIX]
+                             print every committed change after TOKEN as NDJSON (or publish to NATS JetStream)
+  backup --host HOST --to DIR | backup verify DIR [--scratch DIR]
+                             back a host up (mariadb-backup), or prove a backup by restoring it (docs/backups.md)
+  binlogs --host HOST --to DIR [--once]
+                             copy a host's binary logs as they are written, for restores to a time
+  restore --backup DIR --datadir NEW [--binlogs DIR] [--to-gtid G | --to-time T] [--shards LIST] [--load]
+                             restore a backup into a new data directory, up to a GTID or a time
   id decode ID               print an ID's shard, type and local id as JSON
   id encode --shard S --type T --local L
                              print the ID with those parts (local id 1 … 2^36-1)
@@ -49,7 +59,7 @@ commands:
                              print the tokens-file line for a service token's secret
 
 pinstore COMMAND -h prints a command's usage and flags.
-configuration comes from PINSTORE_* environment variables (see README.md)
+configuration comes from PINSTORE_* environment variables (see docs/configuration.md)
 `
 
 // run is the whole program: main only adds the process's signals,
@@ -72,6 +82,8 @@ func runCommand(ctx context.Context, cmd string, rest []string, getenv func(stri
 		return runServe(ctx, rest, getenv, stdout, stderr)
 	case "migrate":
 		return runMigrate(ctx, rest, getenv, stdout, stderr)
+	case "changes":
+		return runChanges(ctx, rest, getenv, stdout, stderr)
 	case "shards":
 		return runShards(ctx, rest, getenv, stdout, stderr)
 	case "repair":
@@ -84,6 +96,8 @@ func runCommand(ctx context.Context, cmd string, rest []string, getenv func(stri
 		return runReplica(ctx, rest, getenv, stdout, stderr)
 	case "failover":
 		return runFailover(ctx, rest, getenv, stdout, stderr)
+	case "backup", "binlogs", "restore":
+		return runBackups(ctx, cmd, rest, getenv, stdout, stderr)
 	case "id":
 		return runID(rest, stdout, stderr)
 	case "token":

@@ -109,7 +109,7 @@ func runReplica(ctx context.Context, args []string, getenv func(string) string, 
 		fmt.Fprintf(stdout, "replica add: map version %s names it\n", rep.Version)
 	}
 	if *semi {
-		fmt.Fprintln(stdout, "replica add: semi-synchronous replication was set with SET GLOBAL; put rpl_semi_sync_master_enabled, rpl_semi_sync_slave_enabled and rpl_semi_sync_master_wait_point=AFTER_SYNC in every server's configuration so a restart keeps them (README, Replicas)")
+		fmt.Fprintln(stdout, "replica add: semi-synchronous replication was set with SET GLOBAL; put the master's rpl_semi_sync_master_enabled=ON and rpl_semi_sync_master_timeout, and every server's rpl_semi_sync_slave_enabled and rpl_semi_sync_master_wait_point=AFTER_SYNC, in their configuration so a restart keeps them (docs/operations/replicas-and-failover.md)")
 	}
 	return nil
 }

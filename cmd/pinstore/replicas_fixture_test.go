@@ -14,8 +14,9 @@ import (
 // replFleet is hosts "a", "b" … each holding an equal range of the
 // shards on a MariaDB master with replicas, every one a mariadbd of its
 // own with a binary log (testenv.ReplicationHost), semi-synchronous as
-// README recommends; servers and tools reach them as testenv.AppUser, the
-// commands that change replication as root (PINSTORE_MYSQL_ADMIN).
+// docs/operations/replicas-and-failover.md recommends; servers and tools
+// reach them as testenv.AppUser, the commands that change replication as
+// root (PINSTORE_MYSQL_ADMIN).
 type replFleet struct {
 	hosts   []replHost
 	prefix  string

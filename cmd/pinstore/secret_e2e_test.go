@@ -231,7 +231,7 @@ func TestSecretBoardsE2E(t *testing.T) {
 	publicView("public again")
 }
 
-// Counts as others see them (README, Secret boards): a user's boards and
+// Counts as others see them (docs/api.md, Secret boards): a user's boards and
 // pins, on the user and on their lists, leave out the secret ones for
 // anyone but the user and service tokens, exactly through a flip both
 // ways. Two counts cross shards and stay whole, by choice: a user's likes

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/pinstore/pinstore/api"
+	"github.com/pinstore/pinstore/cluster/backup"
 	"github.com/pinstore/pinstore/cluster/etcdtopo"
 	"github.com/pinstore/pinstore/cluster/failover"
 	"github.com/pinstore/pinstore/internal/httpserve"
@@ -40,20 +41,29 @@ var _ api.Consistency = replicas.Tokens{}
 // defaultGCPercent is the garbage collector's target when GOGC is not set.
 const defaultGCPercent = 400
 
-// shutdownTimeout bounds the graceful shutdown: requests in flight get this
-// long to finish once the context is cancelled.
-const shutdownTimeout = 15 * time.Second
+// defaultShutdownTimeout bounds the graceful shutdown when
+// PINSTORE_SHUTDOWN_TIMEOUT does not say otherwise: requests in flight get
+// this long to finish once the context is cancelled; then their contexts
+// are cancelled, which stops their statements.
+const defaultShutdownTimeout = 15 * time.Second
+
+// shutdownTimeout reads PINSTORE_SHUTDOWN_TIMEOUT (a Go duration).
+func shutdownTimeout(getenv func(string) string) (time.Duration, error) {
+	return durationFromEnv(getenv, "PINSTORE_SHUTDOWN_TIMEOUT", defaultShutdownTimeout, false)
+}
 
 // runServe is `pinstore serve`: it opens the store, serves the API on
 // --addr until ctx is cancelled, then shuts down gracefully (in-flight
-// requests finish, up to shutdownTimeout) and closes the store. Logs are
+// requests finish, up to PINSTORE_SHUTDOWN_TIMEOUT, then are cancelled)
+// and closes the store. Logs are
 // JSON lines on stderr; the first one after start-up says where it
 // listens ("msg":"listening","addr":…), with the real port when --addr
 // asked for port 0.
 func runServe(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve", "serve [--addr HOST:PORT]\n\nruns the HTTP API until interrupted", stderr)
+	fs := newFlags("serve", "serve [--addr HOST:PORT] [--backups DIR]\n\nruns the HTTP API until interrupted", stderr)
 	env := readServeEnv(getenv)
 	addr := fs.String("addr", env.addr, "address to listen on (env PINSTORE_ADDR)")
+	backups := fs.String("backups", "", "a directory of backups (pinstore backup --to DIR under it): /metrics reports each host's last good backup's age")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -78,9 +88,16 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
+	grace, err := shutdownTimeout(getenv)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if *backups != "" {
+		reg.MustRegister(backup.NewCollector(*backups))
+	}
 
 	cfg, err := storeConfig(getenv)
 	if err != nil {
@@ -190,7 +207,8 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		accessLog = nil // PINSTORE_LOG_LEVEL above info: only 5xx lines, through logger
 	}
 	handler, err := api.New(api.Config{Store: st, Logger: logger, AccessLog: accessLog, Registry: reg, Limits: cfg.Limits, Auth: authMW,
-		Consistency: replicas.Tokens{}, Failover: failoverHold{st.Router(), failoverWindow(getenv, cfg.WriteBuffer)}})
+		Consistency: replicas.Tokens{}, Failover: failoverHold{st.Router(), failoverWindow(getenv, cfg.WriteBuffer)},
+		Changes: changeFeed{maps: st.Router().Map, logger: logger}})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -199,12 +217,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("serve: %w", err)
 	}
 	srv := httpserve.New(handler, httpserve.Config{
-		ReadTimeout:  30 * time.Second,
-		WriteTimeout: 60 * time.Second,
-		IdleTimeout:  120 * time.Second,
+		ReadTimeout:    30 * time.Second,
+		WriteTimeout:   60 * time.Second,
+		IdleTimeout:    120 * time.Second,
+		MaxHeaderBytes: 16 << 10,
+		// The API's own limit: a body over it is refused as it arrives.
+		MaxBodyBytes: api.DefaultMaxBodyBytes,
 		Logger:       logger,
+		// What the loop refuses is answered as the API answers.
+		Refuse: handler.Refuse,
 		// Request contexts don't derive from ctx: a shutdown lets requests
-		// in flight finish rather than cancelling their queries.
+		// in flight finish, for up to the grace, before it cancels them.
 	})
 	if topo != nil {
 		f := followTopology(ctx, topo, st, ln.Addr().String(), logger)
@@ -225,11 +248,14 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down", "timeout", shutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	logger.Info("shutting down", "timeout", grace.String())
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("serve: shutdown: %w", err)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("serve: shutdown: %w", err)
+		}
+		logger.Warn("the shutdown's grace ended with requests in flight: they were cancelled", "timeout", grace.String())
 	}
 	if err := <-served; err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -408,8 +434,12 @@ func runAutoFailover(ctx context.Context, topo *etcdTopo, st *store.Store, id st
 		Options: failover.Options{
 			Home: topo.c.Home(), Shards: m.Shards, DBPrefix: m.DBPrefix, Access: access,
 			Lock: moveLock(etcdHome{topo.c.Home()}),
+			// A failover does not rely on every server confirming: the old
+			// master is fenced, or unreachable with every replica's I/O
+			// thread stopped, so a server cut off from etcd can commit
+			// nothing there. It waits a second for the others, no longer.
 			Confirm: func(ctx context.Context, version string) error {
-				_, err := topo.c.WaitDrained(ctx, version, 5*time.Second)
+				_, err := topo.c.WaitDrained(ctx, version, time.Second)
 				return err
 			},
 		},

@@ -17,7 +17,7 @@ func TestSubcommandHelp(t *testing.T) {
 		args []string
 		want []string // in the usage
 	}{
-		{[]string{"serve", "-h"}, []string{"usage: pinstore serve", "-addr"}},
+		{[]string{"serve", "-h"}, []string{"usage: pinstore serve", "-addr", "-backups"}},
 		{[]string{"migrate", "-h"}, []string{"usage: pinstore migrate", "-per-host"}},
 		{[]string{"shards", "-h"}, []string{"usage: pinstore shards"}},
 		{[]string{"repair", "-h"}, []string{"usage: pinstore repair", "-dry-run"}},
@@ -32,7 +32,12 @@ func TestSubcommandHelp(t *testing.T) {
 		{[]string{"replica", "-h"}, []string{"usage: pinstore replica add"}},
 		{[]string{"replica", "add", "-h"}, []string{"usage: pinstore replica add", "-host", "-dsn", "-semi-sync", "-rebuild"}},
 		{[]string{"failover", "-h"}, []string{"usage: pinstore failover", "-host", "-to", "-catch-up"}},
-		{[]string{"-h"}, []string{"usage: pinstore COMMAND", "move-shards", "replica add", "failover"}},
+		{[]string{"backup", "-h"}, []string{"usage: pinstore backup --host HOST --to DIR", "backup verify DIR"}},
+		{[]string{"backup", "--host", "a", "-h"}, []string{"usage: pinstore backup --host HOST --to DIR", "-catch-up"}},
+		{[]string{"backup", "verify", "-h"}, []string{"usage: pinstore backup verify DIR", "-scratch"}},
+		{[]string{"binlogs", "-h"}, []string{"usage: pinstore binlogs", "-host", "-to", "-once"}},
+		{[]string{"restore", "-h"}, []string{"usage: pinstore restore", "-backup", "-datadir", "-binlogs", "-to-gtid", "-to-time", "-shards", "-load"}},
+		{[]string{"-h"}, []string{"usage: pinstore COMMAND", "move-shards", "replica add", "failover", "backup|binlogs|restore"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -69,6 +74,7 @@ func TestUsageListsEveryFlag(t *testing.T) {
 		{"serve"}, {"migrate"}, {"shards"}, {"repair"}, {"move-shards"},
 		{"topology", "push"}, {"topology", "pull"}, {"replica", "add"}, {"failover"},
 		{"id", "decode"}, {"id", "encode"}, {"token", "mint"}, {"token", "hash"},
+		{"changes"}, {"backup"}, {"backup", "verify"}, {"binlogs"}, {"restore"},
 	}
 	// An entry is its first line ("  CMD …") and the lines indented deeper
 	// that follow it.

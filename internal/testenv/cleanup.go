@@ -110,6 +110,10 @@ func readPid(path string) (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
+// ProcessAlive reports whether pid is a live process (not a zombie):
+// whether what a run that pid started is still owned.
+func ProcessAlive(pid int) bool { return processAlive(pid) }
+
 // processAlive reports whether pid is a live process. A zombie (dead, not
 // yet reaped, as orphans are in containers whose init doesn't reap) is not.
 func processAlive(pid int) bool {

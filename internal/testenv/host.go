@@ -3,6 +3,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sync"
 	"syscall"
@@ -40,6 +41,12 @@ type HostOptions struct {
 	// Args are more mariadbd options (--read-only, semi-synchronous
 	// replication …), used at every start until SetArgs changes them.
 	Args []string
+	// Netns, when set, runs mariadbd inside that network namespace
+	// (`ip netns exec`, as root), listening on IP, an address the
+	// namespace owns (package netlab makes both), instead of 127.0.0.1.
+	// The host's DSN then reaches root over its Unix socket, which no
+	// cut between namespaces affects; Addr and AppDSN name IP.
+	Netns, IP string
 }
 
 // hosts holds every Host this process started, and the shared ones by name.
@@ -186,9 +193,15 @@ func (h *Host) destroy() {
 	hosts.mu.Unlock()
 }
 
-// DSN returns "root@tcp(127.0.0.1:PORT)/", the host's DSN without a database.
-// It stays the same across Stop and Start.
-func (h *Host) DSN() string { return rootDSN(localAddr(h.port)) }
+// DSN returns "root@tcp(127.0.0.1:PORT)/", the host's DSN without a database
+// (for a host in a network namespace, root over its Unix socket). It stays
+// the same across Stop and Start.
+func (h *Host) DSN() string {
+	if h.opts.Netns != "" {
+		return "root@unix(" + filepath.Join(h.dir, socketFile) + ")/"
+	}
+	return rootDSN(h.Addr())
+}
 
 // Port returns the TCP port the host listens on; it stays the same across
 // Stop and Start.

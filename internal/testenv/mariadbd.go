@@ -99,9 +99,13 @@ func (h *Host) startLocked() error {
 		args = append(args, "--log-bin="+filepath.Join(h.dir, "binlog"), "--server-id="+strconv.Itoa(id),
 			"--log-slave-updates", "--gtid-strict-mode=ON", "--binlog-format=ROW")
 	}
+	bind := "127.0.0.1"
+	if h.opts.IP != "" {
+		bind = h.opts.IP
+	}
 	args = append(args,
 		"--port="+strconv.Itoa(h.port),
-		"--bind-address=127.0.0.1",
+		"--bind-address="+bind,
 		"--socket="+filepath.Join(h.dir, socketFile),
 		"--pid-file="+filepath.Join(h.dir, pidFile),
 		"--log-error="+filepath.Join(h.dir, errorLogFile),
@@ -112,6 +116,11 @@ func (h *Host) startLocked() error {
 	)
 	args = append(args, h.opts.Args...)
 	cmd := exec.Command(h.mariadb, args...)
+	if h.opts.Netns != "" {
+		// ip execs mariadbd in its own process: Pdeathsig and the
+		// process group below still apply to mariadbd.
+		cmd = exec.Command("ip", append([]string{"netns", "exec", h.opts.Netns, h.mariadb}, args...)...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 	p, err := startProc(cmd)
 	if err != nil {
@@ -141,7 +150,7 @@ func (h *Host) stop(sig syscall.Signal) error {
 	case <-time.After(hostStopTimeout):
 		p.kill()
 	}
-	return waitPortClosed(h.port, portCloseTimeout)
+	return waitPortClosed(h.Addr(), portCloseTimeout)
 }
 
 // hostProc is one run of mariadbd, waited for in the background.
@@ -193,6 +202,13 @@ type spawnReq struct {
 	done chan error
 }
 
+// StartPinned starts cmd from the thread that starts every process this
+// package starts, one that never exits, so that a SysProcAttr.Pdeathsig
+// fires when the test binary dies and not when some thread retires.
+// Other packages starting helpers that must die with the tests (package
+// netlab) use it too.
+func StartPinned(cmd *exec.Cmd) error { return startPinned(cmd) }
+
 func startPinned(cmd *exec.Cmd) error {
 	spawner.once.Do(func() {
 		spawner.reqs = make(chan spawnReq)
@@ -223,7 +239,7 @@ func waitReady(dsn string, p *hostProc, timeout time.Duration) error {
 			return fmt.Errorf("mariadbd exited during start-up: %v", p.err)
 		}
 		// Dial first: the driver logs to stderr when a ping hits a closed port.
-		c, err := net.DialTimeout("tcp", cfg.Addr, time.Second)
+		c, err := net.DialTimeout(cfg.Net, cfg.Addr, time.Second)
 		if err == nil {
 			c.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -239,9 +255,8 @@ func waitReady(dsn string, p *hostProc, timeout time.Duration) error {
 	return fmt.Errorf("not accepting connections after %v: %v", timeout, last)
 }
 
-// waitPortClosed waits until a connection to 127.0.0.1:port is refused.
-func waitPortClosed(port int, timeout time.Duration) error {
-	addr := localAddr(port)
+// waitPortClosed waits until a connection to addr (host:port) is refused.
+func waitPortClosed(addr string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
@@ -253,7 +268,7 @@ func waitPortClosed(port int, timeout time.Duration) error {
 			c.Close()
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("port %d still accepting connections after %v", port, timeout)
+			return fmt.Errorf("%s still accepting connections after %v", addr, timeout)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

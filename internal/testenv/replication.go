@@ -4,7 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-
+	"net"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -34,7 +35,17 @@ var (
 // without binary logging, as an operator provisions each server alike.
 func ReplicationHost(tb testing.TB, name string, id int, args ...string) *Host {
 	tb.Helper()
-	h := StartHostWith(tb, name, HostOptions{ServerID: id, Args: args})
+	return ReplicationHostWith(tb, name, HostOptions{ServerID: id, Args: args})
+}
+
+// ReplicationHostWith is ReplicationHost with all of a host's options
+// (opts.ServerID must be set): a host in a network namespace, say.
+func ReplicationHostWith(tb testing.TB, name string, opts HostOptions) *Host {
+	tb.Helper()
+	if opts.ServerID == 0 {
+		tb.Fatalf("testenv.ReplicationHostWith %s: no ServerID", name)
+	}
+	h := StartHostWith(tb, name, opts)
 	h.Exec(tb,
 		"SET SESSION sql_log_bin = 0",
 		"CREATE USER IF NOT EXISTS "+AppUser+"@'%'",
@@ -45,7 +56,7 @@ func ReplicationHost(tb testing.TB, name string, id int, args ...string) *Host {
 }
 
 // AppDSN is the DSN of AppUser on h, naming no database.
-func (h *Host) AppDSN() string { return AppUser + "@tcp(" + localAddr(h.port) + ")/" }
+func (h *Host) AppDSN() string { return AppUser + "@tcp(" + h.Addr() + ")/" }
 
 // Exec runs statements as root on h, in order, on one connection; the
 // first that fails fails tb.
@@ -89,5 +100,11 @@ func (h *Host) Query(tb testing.TB, q string, args ...any) string {
 	return *v
 }
 
-// Addr is "127.0.0.1:PORT".
-func (h *Host) Addr() string { return localAddr(h.port) }
+// Addr is "127.0.0.1:PORT", or "IP:PORT" for a host in a network
+// namespace (HostOptions.IP).
+func (h *Host) Addr() string {
+	if h.opts.IP != "" {
+		return net.JoinHostPort(h.opts.IP, strconv.Itoa(h.port))
+	}
+	return localAddr(h.port)
+}

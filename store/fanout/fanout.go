@@ -79,7 +79,7 @@ const (
 // linger is how long a lane waits for more pins after the first, so that
 // pins created together share one transaction (and one commit) per host.
 // 20 ms instead of 5 took create-pin from 0.61-0.63 to 0.73-0.76 of the
-// raw-MySQL baseline (BENCHMARKS.md); a new pin still reaches feeds within
+// raw-MySQL baseline (BENCHMARKS.md, "Feed fan-out"); a new pin still reaches feeds within
 // a few tens of milliseconds.
 const linger = 20 * time.Millisecond
 

@@ -58,8 +58,8 @@ const (
 //
 // A host has one master and zero or more replicas, MariaDB servers
 // replicating from it (GTIDs; semi-synchronous in the recommended set-up,
-// README "Replicas"). The older form of one replica, replica: DSN, is still
-// read, as a list of one. replica_reads: true lets its replicas serve
+// docs/operations/replicas-and-failover.md). The older form of one
+// replica, replica: DSN, is still read, as a list of one. replica_reads: true lets its replicas serve
 // reads (package replicas decides which); fenced lists former masters
 // that must not take writes until they are re-attached as replicas.
 type Map struct {

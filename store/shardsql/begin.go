@@ -154,10 +154,14 @@ func (t *Tx) commitText(tail string) (string, []any) {
 
 // Rollback ends a transaction that did not commit, and gives back a
 // connection BeginOn took; after Commit it only does the latter. A
-// connection whose ROLLBACK fails is closed, not pooled.
+// connection whose ROLLBACK fails is closed, not pooled, and so is one
+// whose statement Bound's context interrupted.
 func (t *Tx) Rollback() {
-	t.unbound()
-	if t.state == txOpen {
+	if t.unbound() {
+		// Interrupted: the server is killing the connection, which rolls
+		// the transaction back; it goes back to no pool.
+		_ = t.conn.Raw(func(any) error { return driver.ErrBadConn })
+	} else if t.state == txOpen {
 		ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
 		if _, err := t.conn.ExecContext(ctx, "ROLLBACK"); err != nil {
 			_ = t.conn.Raw(func(any) error { return driver.ErrBadConn }) // closes it

@@ -43,6 +43,8 @@ func Classify(op, host string, err error) error {
 			return model.Wrap(op, model.EShardFull, myErr.Message, err)
 		case 1205, 1213: // lock wait timeout, deadlock
 			return model.Wrap(op, model.EUnavailable, "the write conflicted with another; retry", err)
+		case 1317, 1927: // interrupted, connection killed: its context ended (socket.interrupt), or an operator's KILL
+			return model.Wrap(op, model.EUnavailable, fmt.Sprintf("the statement on mysql host %q was stopped", host), err)
 		case 1290, 2002, 2003, 2006, 2013: // read-only (a fenced master), can't connect, gone away, lost
 			return model.Wrap(op, model.EUnavailable, fmt.Sprintf("mysql host %q is unavailable", host), &HostDown{Host: host, Err: err})
 		case 1040, 1203, 1226, 1836: // too many connections, user limits, read-only replica

@@ -25,8 +25,8 @@ import (
 // with a packet of its own, flushed as it finishes, and this process
 // wakes up to read each; a block is answered once, when it is done, and
 // an error in it is still the failing statement's. A pin's create then
-// cost pinstore 37 % less CPU and MariaDB 23 % less (BENCHMARKS.md, "A
-// create in two round trips, its statements in one block").
+// cost pinstore 37 % less CPU and MariaDB 23 % less (BENCHMARKS.md,
+// "Create-pin").
 
 // Ext is what a helper that both reads and writes takes: a host's pool
 // or a *Tx.

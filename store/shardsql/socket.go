@@ -1,11 +1,15 @@
 package shardsql
 
 import (
+	"bytes"
 	"context"
 	"database/sql/driver"
+	"encoding/binary"
 	"errors"
 	"net"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -27,6 +31,17 @@ import (
 // whatever context each statement carries, until Rollback gives the
 // connection back; a statement's own deadline, when it is earlier, is
 // checked as the statement is sent.
+//
+// The server is told too. A statement whose transaction's context ends
+// (its deadline, or its request cancelled: its client gone, its server
+// shutting down) would otherwise run on in the server after the socket
+// gave up on it: MariaDB does not notice a client gone while a statement
+// waits for a lock or computes. So when the context Bound was given ends
+// first, the socket's deadline is moved to now (the statement's read
+// fails at once) and the connection is killed (KILL, from a connection
+// of its own): the statement stops, the transaction rolls back and its
+// locks go. The connection is not used again. The server's id of each
+// connection is read from its handshake, as the driver reads it.
 
 // sockets maps each connection Connector opened (the driver's
 // driver.Conn) to its socket.
@@ -39,6 +54,68 @@ type socket struct {
 	mu     sync.Mutex
 	conn   driver.Conn // the key in sockets; nil until Connect returns
 	closed bool
+
+	// The server's id of the connection (its thread id), from its
+	// handshake; 0 until it is read.
+	threadID  atomic.Uint32
+	handshake []byte           // the bytes of the handshake read so far, while threadID is 0
+	killer    driver.Connector // opens the connection that kills this one (interrupt)
+}
+
+// killTimeout bounds the KILL of a connection whose statement's context
+// ended.
+const killTimeout = 5 * time.Second
+
+// Read is the connection's, and reads the server's id of the connection
+// in its first packet, the handshake: a 4-byte header, the protocol
+// version, the server's version ending in NUL, then the id (4 bytes,
+// little-endian).
+func (s *socket) Read(p []byte) (int, error) {
+	n, err := s.Conn.Read(p)
+	if s.handshake != nil && n > 0 {
+		s.sniff(p[:n])
+	}
+	return n, err
+}
+
+// sniff adds b to the handshake read so far and takes the id from it once
+// it is whole; past 256 bytes without one it gives up.
+func (s *socket) sniff(b []byte) {
+	s.handshake = append(s.handshake, b...)
+	h := s.handshake
+	if len(h) > 5 {
+		if end := bytes.IndexByte(h[5:], 0); end >= 0 && len(h) >= 5+end+1+4 {
+			at := 5 + end + 1
+			s.threadID.Store(binary.LittleEndian.Uint32(h[at : at+4]))
+			s.handshake = nil
+			return
+		}
+	}
+	if len(h) > 256 {
+		s.handshake = nil
+	}
+}
+
+// interrupt ends the statement in flight on s, when its transaction's
+// context ends: its read fails at once (the socket's deadline is now), and
+// the server kills the connection, which stops the statement and rolls
+// the transaction back. Runs in a goroutine of its own (context.AfterFunc).
+func (s *socket) interrupt() {
+	_ = s.Conn.SetDeadline(time.Now())
+	id := s.threadID.Load()
+	if id == 0 || s.killer == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
+	defer cancel()
+	kc, err := s.killer.Connect(ctx)
+	if err != nil {
+		return // the server is out of reach: it ends the connection when it sees the socket closed
+	}
+	defer kc.Close()
+	if ex, ok := kc.(driver.ExecerContext); ok {
+		_, _ = ex.ExecContext(ctx, "KILL "+strconv.FormatUint(uint64(id), 10), nil)
+	}
 }
 
 // SyscallConn lets the driver check an idle connection's socket before it
@@ -71,10 +148,12 @@ func dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &socket{Conn: c}
-	if slot, ok := ctx.Value(socketSlot{}).(**socket); ok {
-		*slot = s
+	slot, ok := ctx.Value(socketSlot{}).(**socket)
+	if !ok {
+		return c, nil // a connection of interrupt's, or Connect's own check
 	}
+	s := &socket{Conn: c, handshake: make([]byte, 0, 128)}
+	*slot = s
 	return s, nil
 }
 
@@ -104,6 +183,7 @@ func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
 		return conn, err
 	}
 	s.mu.Lock()
+	s.killer = c.Connector
 	if !s.closed {
 		s.conn = conn
 		sockets.Store(conn, s)
@@ -114,29 +194,52 @@ func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
 
 // Bound makes ctx's deadline the deadline of the whole of t: of every
 // read and write on its connection's socket until Rollback, when
-// Connector opened the connection. t's statements then go without the
-// driver watching their contexts. Without a deadline in ctx, or on
-// another connection, it does nothing.
+// Connector opened the connection; and when ctx ends before Rollback
+// (its deadline, or its cancellation), the statement in flight is
+// stopped in the server too (socket.interrupt). t's statements then go
+// without the driver watching their contexts. On another connection, or
+// with a ctx that can neither end nor be cancelled, it does nothing.
 func (t *Tx) Bound(ctx context.Context) {
-	d, ok := ctx.Deadline()
-	if !ok || t.sock != nil {
+	d, hasDeadline := ctx.Deadline()
+	if ctx.Done() == nil || t.sock != nil {
 		return
 	}
 	_ = t.conn.Raw(func(dc any) error {
-		if v, ok := sockets.Load(dc); ok && v.(*socket).SetDeadline(d) == nil {
-			t.sock = v.(*socket)
+		v, ok := sockets.Load(dc)
+		if !ok {
+			return nil
 		}
+		s := v.(*socket)
+		if hasDeadline && s.SetDeadline(d) != nil {
+			return nil
+		}
+		t.sock, t.deadline = s, d
+		t.stopInterrupt = context.AfterFunc(ctx, s.interrupt)
 		return nil
 	})
 }
 
 // unbound lifts t's deadline from the socket, before the connection
-// sends anything else or goes back to its pool.
-func (t *Tx) unbound() {
-	if t.sock != nil {
-		_ = t.sock.SetDeadline(time.Time{})
-		t.sock = nil
+// sends anything else or goes back to its pool. It reports whether the
+// connection was interrupted (Bound's context ended first): then it must
+// not be used again.
+func (t *Tx) unbound() (interrupted bool) {
+	if t.sock == nil {
+		return false
 	}
+	switch {
+	case t.stopInterrupt != nil && !t.stopInterrupt():
+		interrupted = true
+	case !t.deadline.IsZero() && !time.Now().Before(t.deadline):
+		// The socket's deadline can fail a statement before ctx's timer
+		// fires: the statement may still run in the server.
+		go t.sock.interrupt()
+		interrupted = true
+	default:
+		_ = t.sock.SetDeadline(time.Time{})
+	}
+	t.sock, t.stopInterrupt, t.deadline = nil, nil, time.Time{}
+	return interrupted
 }
 
 // run is the context a statement of t is sent with: ctx, or, when the

@@ -31,16 +31,19 @@ import (
 // own to open or to close: its START TRANSACTION goes with its first
 // statement and its COMMIT with its last (begin.go).
 type Tx struct {
-	conn       *sqlx.Conn
-	closeConn  bool    // conn is BeginOn's, given back by Rollback
-	sock       *socket // conn's socket, while it holds the transaction's deadline (Bound)
-	state      txState
-	beginLen   int // the length of the queued START TRANSACTION text
-	touched    []uint64
-	queued     strings.Builder
-	queuedArgs []any
-	marks      *cacheMarks // nil: no object cache to keep
-	inserted   *inserted   // the object InsertNew queued; nil for none
+	conn      *sqlx.Conn
+	closeConn bool    // conn is BeginOn's, given back by Rollback
+	sock      *socket // conn's socket, while it holds the transaction's deadline (Bound)
+	// stopInterrupt unregisters the interrupt Bound set on its context.
+	stopInterrupt func() bool
+	deadline      time.Time // the deadline Bound set on sock; zero for none
+	state         txState
+	beginLen      int // the length of the queued START TRANSACTION text
+	touched       []uint64
+	queued        strings.Builder
+	queuedArgs    []any
+	marks         *cacheMarks // nil: no object cache to keep
+	inserted      *inserted   // the object InsertNew queued; nil for none
 }
 
 // cacheMarks is where a Tx records, in the shard's cache_outbox, the
@@ -141,8 +144,7 @@ var (
 // them: a mark and that delete then wait for each other instead of
 // deadlocking. They are plain inserts where the table is keyed per write;
 // the upsert, which a shard keyed by object alone needs, measured costlier
-// (BENCHMARKS.md, "Where create-pin's gap goes, and the marks as plain
-// inserts").
+// (BENCHMARKS.md, "Create-pin").
 func (t *Tx) queueMarks() {
 	m := t.marks
 	if m == nil || m.marked == len(t.touched) {

@@ -1,0 +1,226 @@
+package changes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/store/shardmap"
+)
+
+// Config is what Follow needs.
+type Config struct {
+	// Map is the shard map in force, read at the start and again each time
+	// a host's connection is made anew (a failover's new master). Required.
+	Map func() *shardmap.Map
+	// Types and Lists filter the stream: with either set, only objects of
+	// the Types and entries of the Lists are told (the others' progress
+	// still moves the token). Both empty: everything.
+	Types []idcodec.Type
+	Lists []model.Mapping
+	// Progress is the longest the stream reads past changes it does not
+	// tell (filtered out, or internal) before it tells a Progress event
+	// with the token. Default: one second.
+	Progress time.Duration
+	// Logger receives reconnections. Default: slog.Default().
+	Logger *slog.Logger
+	// Retry is the pause before a lost binlog connection is made again.
+	// Default: one second.
+	Retry time.Duration
+}
+
+// filter says whether an event is told.
+type filter struct {
+	all   bool
+	types map[string]bool
+	lists map[string]bool
+}
+
+func newFilter(c Config) filter {
+	f := filter{all: len(c.Types) == 0 && len(c.Lists) == 0, types: map[string]bool{}, lists: map[string]bool{}}
+	for _, t := range c.Types {
+		f.types[t.String()] = true
+	}
+	for _, m := range c.Lists {
+		f.lists[m.String()] = true
+	}
+	return f
+}
+
+func (f filter) keep(e *Event) bool {
+	if f.all {
+		return true
+	}
+	if e.IsObject() {
+		return f.types[e.Type]
+	}
+	return f.lists[e.List]
+}
+
+// Follow tells emit every change after the token after (the zero Token:
+// from the hosts' current positions), one call at a time, until ctx ends
+// or emit fails; it returns emit's error, or ctx's. The first call tells
+// a Progress event with the token of the start. A slow emit slows only
+// this stream: the hosts' binlog connections wait for it (the server's
+// dump thread waits on the socket); writes never do.
+//
+// Errors: a host without a full row binlog (ErrNotRow, model.EUnavailable);
+// a token a host's binlogs no longer hold (ErrExpired, model.EConflict);
+// a token naming a host the map does not have (model.EInvalid).
+func Follow(ctx context.Context, c Config, after Token, emit func(Event) error) error {
+	const op = "changes.Follow"
+	if c.Map == nil {
+		return errors.New(op + ": no map")
+	}
+	if c.Progress <= 0 {
+		c.Progress = time.Second
+	}
+	if c.Retry <= 0 {
+		c.Retry = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	m := c.Map()
+	names := hostsOf(m)
+	for host := range after.Hosts {
+		if !slices.Contains(names, host) {
+			return model.Errorf(model.EInvalid, "the token names host %s, which holds no shards in the map", host)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tbls := tables()
+	state := map[string]HostPos{}
+	var readers []*hostReader
+	var starts []pos
+	for _, name := range names {
+		r := &hostReader{
+			name: name, prefix: m.DBPrefix, shards: m.Shards, tables: tbls, logger: c.Logger, retry: c.Retry,
+			dsn: func() (string, error) {
+				spec, ok := c.Map().Hosts[name]
+				if !ok {
+					return "", fmt.Errorf("host %s is no longer in the map", name)
+				}
+				return spec.Master, nil
+			},
+			owns: func(shard int) bool {
+				r, ok := c.Map().RangeOf(shard)
+				return ok && r.Host == name
+			},
+		}
+		st, err := r.inspect(ctx, m.Hosts[name].Master, m.DBName(firstShard(m, name)))
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		start := st.current
+		if after.Hosts != nil {
+			hp, ok := after.Hosts[name]
+			if ok {
+				start, _ = parsePos(hp.Pos) // ParseToken checked it
+				state[name] = hp
+			} else {
+				start = pos{} // a host the token did not know: all it holds
+			}
+			if err := r.expired(start, st); err != nil {
+				return err
+			}
+		}
+		if _, ok := state[name]; !ok {
+			state[name] = HostPos{Pos: start.String()}
+		}
+		readers = append(readers, r)
+		starts = append(starts, start)
+	}
+
+	txs := make(chan txn, 16)
+	errc := make(chan error, len(readers))
+	for i, r := range readers {
+		go func() { errc <- r.run(ctx, starts[i], txs) }()
+	}
+	f := newFilter(c)
+	token := func() string { return Token{Hosts: maps.Clone(state)}.Encode() }
+	if err := emit(Event{Kind: Progress, Token: token()}); err != nil {
+		return err
+	}
+	tick := time.NewTicker(c.Progress)
+	defer tick.Stop()
+	untold := false
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-errc:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("%s: %w", op, err)
+		case <-tick.C:
+			if untold {
+				untold = false
+				if err := emit(Event{Kind: Progress, Token: token()}); err != nil {
+					return err
+				}
+			}
+		case t := <-txs:
+			prev := state[t.host]
+			gtid := t.gtid.String()
+			skip := -1
+			if prev.GTID == gtid {
+				skip = prev.Index // told before the last restart
+			}
+			told := false
+			for i := range t.events {
+				e := &t.events[i]
+				e.Host, e.GTID, e.Index, e.Time = t.host, gtid, i, t.time
+				e.Key = t.host + "/" + gtid + "/" + fmt.Sprint(i)
+				if i <= skip || !f.keep(e) {
+					continue
+				}
+				if i == len(t.events)-1 {
+					state[t.host] = HostPos{Pos: t.after.String()}
+				} else {
+					state[t.host] = HostPos{Pos: prev.Pos, GTID: gtid, Index: i}
+				}
+				e.Token = token()
+				if err := emit(*e); err != nil {
+					return err
+				}
+				told = i == len(t.events)-1
+			}
+			state[t.host] = HostPos{Pos: t.after.String()}
+			if !told {
+				untold = true
+			}
+		}
+	}
+}
+
+// hostsOf lists the hosts that hold shards in m, in name order.
+func hostsOf(m *shardmap.Map) []string {
+	var out []string
+	for _, r := range m.Ranges {
+		if !slices.Contains(out, r.Host) {
+			out = append(out, r.Host)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// firstShard is the first shard of host's first range in m.
+func firstShard(m *shardmap.Map, host string) int {
+	for _, r := range m.Ranges {
+		if r.Host == host {
+			return r.First
+		}
+	}
+	return 0
+}
