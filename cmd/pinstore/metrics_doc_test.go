@@ -3,10 +3,12 @@ package main
 import (
 	"bufio"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -63,6 +65,9 @@ func documentedMetrics(t *testing.T, root string) []string {
 		return nil
 	})
 	var out []string
+	// A row that says its metrics come "with `serve --backups": those
+	// are on /metrics only of a server started so, not of this one.
+	conditional := map[string]bool{}
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {
@@ -78,6 +83,7 @@ func documentedMetrics(t *testing.T, root string) []string {
 				in = true
 			case in:
 				base := ""
+				onlyWith := strings.Contains(line, "with `serve --backups")
 				for _, m := range metricCell.FindAllStringSubmatch(cells[0], -1) {
 					name := m[1]
 					if strings.HasPrefix(name, "_") && base != "" {
@@ -85,12 +91,19 @@ func documentedMetrics(t *testing.T, root string) []string {
 					} else if i := strings.LastIndex(strings.TrimSuffix(name, "_total"), "_"); i > 0 {
 						base = name[:i]
 					}
+					if onlyWith {
+						conditional[name] = true
+					}
 					if strings.HasPrefix(name, "pinstore_") {
 						out = append(out, name)
 					}
 				}
 			}
 		}
+	}
+	out = slices.DeleteFunc(out, func(n string) bool { return conditional[n] })
+	if len(conditional) > 0 {
+		t.Logf("left out, documented as only with serve --backups: %v", slices.Sorted(maps.Keys(conditional)))
 	}
 	if len(out) < 20 {
 		t.Fatalf("found %d metrics in the documentation's metrics table (%v): the table was not found", len(out), out)
