@@ -124,6 +124,9 @@ func (s *Keys) claimKeyHeld(ctx context.Context, op string, target topology.Shar
 		if !unsent(err) {
 			return kc, err
 		}
+		if k := model.IdempotencyOf(ctx); k == nil || len(keyHome(s.router.Current(), k).Host.Replicas) == 0 {
+			return kc, err // no failover can come to a host without replicas
+		}
 		if hold == nil {
 			hold = s.holdForFailover(ctx)
 		}
@@ -404,7 +407,7 @@ func (s *Keys) onShard(ctx context.Context, op string, n int, fn func(topology.S
 		}
 		err = fn(sh)
 		release()
-		if !model.IsCode(err, model.EUnavailable) {
+		if !model.IsCode(err, model.EUnavailable) || len(sh.Host.Replicas) == 0 {
 			return err
 		}
 		if hold == nil {

@@ -95,8 +95,8 @@ func (s *shards) inTx(ctx context.Context, op string, sh topology.Shard, fn func
 		}
 		err = s.txOn(ctx, op, sh, fn)
 		release()
-		if !unsent(err) {
-			return err
+		if !unsent(err) || len(sh.Host.Replicas) == 0 {
+			return err // no failover can come to a host without replicas
 		}
 		// The host failed the write before any of it could commit (its
 		// master down, or fenced by a failover): wait in the write buffer
@@ -125,7 +125,11 @@ type failoverHold struct {
 const failoverRetry = 200 * time.Millisecond
 
 func (s *shards) holdForFailover(ctx context.Context) *failoverHold {
-	h := &failoverHold{r: s.router, deadline: time.Now().Add(s.bufferWindow(ctx))}
+	window := s.cfg.FailoverHold
+	if s.bufferWindow(ctx) <= 0 {
+		window = 0 // background work: retried by its sweep
+	}
+	h := &failoverHold{r: s.router, deadline: time.Now().Add(window)}
 	h.release, h.ok = s.router.Buffer().Hold(s.cfg.WriteBufferMax)
 	return h
 }

@@ -103,6 +103,11 @@ type Config struct {
 	// waits for the new map before EMoving; default
 	// topology.DefaultWriteBuffer, negative: no wait.
 	WriteBuffer time.Duration
+	// FailoverHold is how long a write whose master failed it before
+	// anything was sent waits for a failover's new map (only on a host
+	// with replicas); default topology.DefaultFailoverHold, negative: no
+	// wait.
+	FailoverHold time.Duration
 	// WriteBufferMax is how many writes may wait at once; default
 	// topology.DefaultWriteBufferMax.
 	WriteBufferMax int64
@@ -201,6 +206,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.WriteBuffer == 0 {
 		cfg.WriteBuffer = topology.DefaultWriteBuffer
+	}
+	if cfg.FailoverHold == 0 {
+		cfg.FailoverHold = topology.DefaultFailoverHold
 	}
 	if cfg.WriteBufferMax <= 0 {
 		cfg.WriteBufferMax = topology.DefaultWriteBufferMax

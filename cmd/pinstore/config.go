@@ -135,6 +135,10 @@ func storeConfig(getenv func(string) string) (store.Config, error) {
 	if cfg.WriteBuffer == 0 {
 		cfg.WriteBuffer = -1
 	}
+	cfg.FailoverHold = failoverWindow(getenv, cfg.WriteBuffer)
+	if cfg.FailoverHold == 0 {
+		cfg.FailoverHold = -1
+	}
 	if v := getenv("PINSTORE_WRITE_BUFFER_MAX"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {

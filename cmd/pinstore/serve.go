@@ -207,7 +207,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		accessLog = nil // PINSTORE_LOG_LEVEL above info: only 5xx lines, through logger
 	}
 	handler, err := api.New(api.Config{Store: st, Logger: logger, AccessLog: accessLog, Registry: reg, Limits: cfg.Limits, Auth: authMW,
-		Consistency: replicas.Tokens{}, Failover: failoverHold{st.Router(), failoverWindow(getenv, cfg.WriteBuffer)},
+		Consistency: replicas.Tokens{}, Failover: failoverHold{st.Router(), max(cfg.FailoverHold, 0)},
 		Changes: changeFeed{maps: st.Router().Map, logger: logger}})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
