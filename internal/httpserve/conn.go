@@ -15,10 +15,11 @@ import (
 // bytes of it on the way. Closed at once, with those bytes unread, the
 // socket would answer them with a reset, which can reach the client
 // before it has read the refusal. So the server shuts its side, reads and
-// drops at most lingerBytes more for at most lingerTime, then closes.
+// drops at most lingerBytes more for at most lingerTime, then closes
+// (2 MiB: a client that sent a megabyte-sized body reads its 413).
 const (
-	lingerTime  = 500 * time.Millisecond
-	lingerBytes = 256 << 10
+	lingerTime  = time.Second
+	lingerBytes = 2 << 20
 )
 
 // listener wraps every connection it accepts into a conn of its server.

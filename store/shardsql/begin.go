@@ -97,11 +97,20 @@ func (t *Tx) Commit(ctx context.Context) error {
 		return t.CommitReading(ctx, "")
 	}
 	q, a := t.commitText("")
+	t.committing()
 	if _, err := t.conn.ExecContext(t.run(ctx), q, a...); err != nil {
 		return err
 	}
 	t.state = txDone
 	return nil
+}
+
+// committing marks the COMMIT about to be sent: its context's end no
+// longer kills the connection (socket.committing).
+func (t *Tx) committing() {
+	if t.sock != nil {
+		t.sock.committing.Store(true)
+	}
 }
 
 // CommitReading is Commit with query (when not ""), a read of one row,
@@ -121,6 +130,7 @@ func (t *Tx) CommitReading(ctx context.Context, query string, dest ...any) error
 		tail += "; " + query
 	}
 	q, a := t.commitText(tail)
+	t.committing()
 	rows, err := t.conn.QueryContext(t.run(ctx), q, a...)
 	if err != nil {
 		return err // the COMMIT or a statement before it failed

@@ -60,6 +60,11 @@ type socket struct {
 	threadID  atomic.Uint32
 	handshake []byte           // the bytes of the handshake read so far, while threadID is 0
 	killer    driver.Connector // opens the connection that kills this one (interrupt)
+	// committing: a COMMIT is in flight. It is never killed: a master
+	// waiting for a replica's acknowledgement (semi-synchronous) commits a
+	// killed transaction without one, visible to others though no replica
+	// has it. Its socket's deadline still ends the wait for the client.
+	committing atomic.Bool
 }
 
 // killTimeout bounds the KILL of a connection whose statement's context
@@ -103,7 +108,7 @@ func (s *socket) sniff(b []byte) {
 func (s *socket) interrupt() {
 	_ = s.Conn.SetDeadline(time.Now())
 	id := s.threadID.Load()
-	if id == 0 || s.killer == nil {
+	if id == 0 || s.killer == nil || s.committing.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), killTimeout)
@@ -210,6 +215,7 @@ func (t *Tx) Bound(ctx context.Context) {
 			return nil
 		}
 		s := v.(*socket)
+		s.committing.Store(false)
 		if hasDeadline && s.SetDeadline(d) != nil {
 			return nil
 		}
