@@ -37,7 +37,7 @@ func TestSubcommandHelp(t *testing.T) {
 		{[]string{"backup", "verify", "-h"}, []string{"usage: pinstore backup verify DIR", "-scratch"}},
 		{[]string{"binlogs", "-h"}, []string{"usage: pinstore binlogs", "-host", "-to", "-once"}},
 		{[]string{"restore", "-h"}, []string{"usage: pinstore restore", "-backup", "-datadir", "-binlogs", "-to-gtid", "-to-time", "-shards", "-load"}},
-		{[]string{"-h"}, []string{"usage: pinstore COMMAND", "move-shards", "replica add", "failover", "backup|binlogs|restore"}},
+		{[]string{"-h"}, []string{"usage: pinstore COMMAND", "move-shards", "replica add", "failover", "backup --host", "binlogs --host", "restore --backup"}},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
