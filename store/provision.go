@@ -136,12 +136,15 @@ func (s *Ops) provisionHealth() []model.Health {
 	defer s.provision.mu.Unlock()
 	out := make([]model.Health, 0, len(s.provision.results))
 	for _, p := range s.provision.results {
-		out = append(out, p.health(s.provision.prefix, s.provision.shards))
+		out = append(out, p.Health(s.provision.prefix, s.provision.shards))
 	}
 	return out
 }
 
-func (p Provisioned) health(prefix string, shards int) model.Health {
+// Health is the check as /readyz shows it for a deployment of prefix and
+// shards: not OK and not Degrades when the host cannot take this
+// deployment's writes.
+func (p Provisioned) Health(prefix string, shards int) model.Health {
 	h := model.Health{Name: "shards:" + p.Host, OK: true}
 	switch {
 	case !p.Checked:

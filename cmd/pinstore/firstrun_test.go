@@ -42,11 +42,23 @@ func TestReadyzRedisDisabled(t *testing.T) {
 }
 
 // TestShardsExitStatus: `pinstore shards` prints every host and fails
-// (exit 1 from main) when any host of the map does not answer, naming it.
+// (exit 1 from main) when any host of the map does not answer, or answers
+// without the shard databases the map routes to it, naming it.
 func TestShardsExitStatus(t *testing.T) {
 	dsn := testenv.MySQLDSN(t)
-	out, err := runCmd(t, map[string]string{"PINSTORE_MYSQL_DSN": dsn, "PINSTORE_SHARDS": "8", "PINSTORE_DB_PREFIX": "unused_"}, "shards")
-	if err != nil || !strings.Contains(out, "8 shards, databases unused_00000 … unused_00007") || !strings.Contains(out, " up\n") {
+	prefix := testenv.UniquePrefix(t, "se")
+	t.Cleanup(func() { testenv.DropDatabases(t, dsn, prefix) })
+	env := map[string]string{"PINSTORE_MYSQL_DSN": dsn, "PINSTORE_SHARDS": "8", "PINSTORE_DB_PREFIX": prefix}
+	out, err := runCmd(t, env, "shards")
+	if err == nil || !strings.Contains(err.Error(), "not provisioned for this deployment (writes there answer 503): default") ||
+		!strings.Contains(out, "NOT PROVISIONED") || !strings.Contains(out, "run pinstore migrate") {
+		t.Fatalf("shards with its host never migrated: err %v\n%s", err, out)
+	}
+	if out, err := runCmd(t, env, "migrate"); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
+	out, err = runCmd(t, env, "shards")
+	if err != nil || !strings.Contains(out, fmt.Sprintf("8 shards, databases %s00000 … %s00007", prefix, prefix)) || !strings.Contains(out, " up\n") {
 		t.Fatalf("shards with its host up: %v\n%s", err, out)
 	}
 

@@ -16,11 +16,13 @@ import (
 // runShards is `pinstore shards`: the shard map, every host of it and
 // whether it answers (with its replicas), and with PINSTORE_TOPOLOGY the
 // servers registered in etcd and the map each routes by. It exits 1 when
-// any host does not answer, a replica does not replicate, or the map in
+// any host does not answer, lacks the shard databases the map routes to
+// it (never migrated, or another deployment's), a replica does not
+// replicate, or the map in
 // etcd does not validate: then it says why, lists the servers, and shows
 // the map they route by (read from etcd at its revision) in its place.
 func runShards(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("shards", "shards\n\nprints the shard map and whether each host answers; exits 1 when any host does not\n(or, with PINSTORE_TOPOLOGY, when the map in etcd does not validate: then it shows\nthe servers and the map they route by)", stderr)
+	fs := newFlags("shards", "shards\n\nprints the shard map and whether each host answers; exits 1 when any host does not\nanswer or lacks its shard databases (run pinstore migrate) (or, with PINSTORE_TOPOLOGY, when the map in etcd does not validate: then it shows\nthe servers and the map they route by)", stderr)
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -59,14 +61,29 @@ func runShards(ctx context.Context, args []string, getenv func(string) string, s
 // answer and the replicas that do not replicate.
 func printHosts(ctx context.Context, s *store.Store, stdout io.Writer) error {
 	hosts := s.Hosts(ctx)
-	var down, broken []string
+	m := s.Map()
+	provisioned := map[string]model.Health{}
+	for _, p := range s.CheckProvisioning(ctx) {
+		provisioned[p.Host] = p.Health(m.DBPrefix, m.Shards)
+	}
+	var down, unprovisioned, broken []string
 	for _, h := range hosts {
-		state := "up"
-		if !h.OK {
+		state, warning := "up", ""
+		p, checked := provisioned[h.Name]
+		switch {
+		case !h.OK:
 			state = "DOWN: " + h.Error
 			down = append(down, h.Name)
+		case checked && !p.OK && !p.Degrades:
+			state = "up, NOT PROVISIONED: " + p.Error
+			unprovisioned = append(unprovisioned, h.Name)
+		case checked && !p.OK:
+			warning = p.Error
 		}
 		fmt.Fprintf(stdout, "host %-12s %-24s %s\n", h.Name, h.Addr, state)
+		if warning != "" {
+			fmt.Fprintf(stdout, "  warning: %s\n", warning)
+		}
 		if len(h.Replication.Replicas) > 0 {
 			mode := "asynchronous"
 			if h.Replication.SemiSync {
@@ -91,13 +108,17 @@ func printHosts(ctx context.Context, s *store.Store, stdout io.Writer) error {
 			fmt.Fprintf(stdout, "  no shards\n")
 		}
 	}
+	var errs []error
 	if len(down) > 0 {
-		return fmt.Errorf("shards: %d of %d hosts not answering: %s", len(down), len(hosts), strings.Join(down, ", "))
+		errs = append(errs, fmt.Errorf("shards: %d of %d hosts not answering: %s", len(down), len(hosts), strings.Join(down, ", ")))
+	}
+	if len(unprovisioned) > 0 {
+		errs = append(errs, fmt.Errorf("shards: not provisioned for this deployment (writes there answer 503): %s", strings.Join(unprovisioned, ", ")))
 	}
 	if len(broken) > 0 {
-		return fmt.Errorf("shards: not replicating: %s", strings.Join(broken, ", "))
+		errs = append(errs, fmt.Errorf("shards: not replicating: %s", strings.Join(broken, ", ")))
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // printServers prints the registered servers and the map each routes

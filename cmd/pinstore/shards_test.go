@@ -25,6 +25,9 @@ func TestShardsShowsEveryHost(t *testing.T) {
 	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if out, err := runCmd(t, map[string]string{"PINSTORE_MYSQL_DSN": dsn, "PINSTORE_SHARDS": fmt.Sprint(e2eShards), "PINSTORE_DB_PREFIX": prefix}, "migrate"); err != nil {
+		t.Fatalf("migrate: %v\n%s", err, out)
+	}
 	env := map[string]string{"PINSTORE_SHARD_MAP": path, "PINSTORE_REDIS_DISABLED": "true"}
 	out, err := runCmd(t, env, "shards")
 	if err == nil || !strings.Contains(err.Error(), "1 of 2 hosts not answering: b") {
