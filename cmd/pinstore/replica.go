@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/pinstore/pinstore/cluster/changes"
 	"github.com/pinstore/pinstore/cluster/failover"
 	"github.com/pinstore/pinstore/cluster/reshard"
 )
@@ -107,6 +109,14 @@ func runReplica(ctx context.Context, args []string, getenv func(string) string, 
 	fmt.Fprintf(stdout, "replica add: %s replicates host %s (%s; %s); applied %s in %v\n", rep.Replica, *host, how, mode, orNone(rep.Applied), rep.Took.Round(time.Millisecond))
 	if rep.Version != "" {
 		fmt.Fprintf(stdout, "replica add: map version %s names it\n", rep.Version)
+	}
+	if db, err := sql.Open("mysql", *dsn); err == nil {
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if lacks, err := changes.Needs(c, db, true); err == nil && lacks != "" {
+			fmt.Fprintf(stdout, "replica add: note: %s: %s\n", rep.Replica, lacks)
+		}
+		cancel()
+		db.Close()
 	}
 	if *semi {
 		fmt.Fprintln(stdout, "replica add: semi-synchronous replication was set with SET GLOBAL; put the master's rpl_semi_sync_master_enabled=ON and rpl_semi_sync_master_timeout, and every server's rpl_semi_sync_slave_enabled and rpl_semi_sync_master_wait_point=AFTER_SYNC, in their configuration so a restart keeps them (docs/operations/replicas-and-failover.md)")

@@ -73,6 +73,9 @@ func TestReplicaAddE2E(t *testing.T) {
 	if err != nil || !strings.Contains(out, "caught up by GTID from what it held") {
 		t.Fatalf("replica add of a server with the master's history: %v\n%s", err, out)
 	}
+	if strings.Contains(out, "note:") {
+		t.Errorf("replica add of a server with a full row binlog and log_slave_updates printed a note:\n%s", out)
+	}
 	if got := r2.Query(t, "SELECT COUNT(*) FROM "+f.prefix+"00000.probe"); got != "4" {
 		t.Fatalf("after GTID catch-up the replica has %s rows, want 4", got)
 	}

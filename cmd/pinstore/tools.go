@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinstore/pinstore/cluster/changes"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/store"
 	"github.com/pinstore/pinstore/store/replicas"
@@ -79,6 +80,14 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 		return err
 	}
 	fmt.Fprintf(stdout, "migrate: done in %s\n", time.Since(start).Round(time.Millisecond))
+	for _, h := range s.Router().Current().Hosts() {
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		lacks, err := changes.Needs(c, h.DB.DB, false)
+		cancel()
+		if err == nil && lacks != "" {
+			fmt.Fprintf(stdout, "migrate: note: host %s (%s): %s\n", h.Name, h.Addr, lacks)
+		}
+	}
 	return nil
 }
 

@@ -1,0 +1,40 @@
+package changes
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+)
+
+// Needs says what the MariaDB server behind db lacks to feed the change
+// stream and a point-in-time restore, which both read its binary log: ""
+// when nothing. A replica (replica true) also needs log_slave_updates, so
+// that once promoted its binary log holds what it applied. migrate and
+// replica add print it, so a host is set up right before a consumer is
+// refused by it (ErrNotRow).
+func Needs(ctx context.Context, db *sql.DB, replica bool) (string, error) {
+	var logBin, slaveUpdates int
+	var format, image string
+	err := db.QueryRowContext(ctx, "SELECT @@log_bin, @@log_slave_updates, @@binlog_format, @@binlog_row_image").Scan(&logBin, &slaveUpdates, &format, &image)
+	if err != nil {
+		return "", err
+	}
+	var lacks []string
+	if logBin != 1 {
+		lacks = append(lacks, "log_bin=ON")
+	}
+	if !strings.EqualFold(format, "ROW") {
+		lacks = append(lacks, "binlog_format=ROW (it has "+format+")")
+	}
+	if !strings.EqualFold(image, "FULL") {
+		lacks = append(lacks, "binlog_row_image=FULL (it has "+image+")")
+	}
+	if replica && slaveUpdates != 1 {
+		lacks = append(lacks, "log_slave_updates=ON")
+	}
+	if len(lacks) == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("the change stream and point-in-time restore need %s in its configuration (docs/changes.md)", strings.Join(lacks, ", ")), nil
+}
