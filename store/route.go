@@ -355,7 +355,7 @@ func readSpan(ctx context.Context, sh topology.Shard, rd replicas.Reader) (conte
 	}
 	return tracing.Child(ctx, "shard.roundtrip", trace.SpanKindClient,
 		attribute.Int("pinstore.shard", sh.N),
-		attribute.String("server.address", host),
+		attribute.String("pinstore.host", host),
 		attribute.String("pinstore.shard.role", role),
 		attribute.String("db.system.name", "mariadb"),
 		attribute.String("db.operation.name", "SELECT"),

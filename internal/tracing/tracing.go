@@ -82,7 +82,7 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (shu
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nothing, fmt.Errorf("tracing: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithSampler(sampler))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithSampler(requestRooted{sampler}))
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
 	on.Store(true)
@@ -91,6 +91,21 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (shu
 		return tp.Shutdown(ctx)
 	}, nil
 }
+
+// requestRooted is a sampler that drops client spans without a parent
+// (a Redis command of a background loop, such as the object cache's
+// heartbeat): the spans worth sampling start at a request or an
+// operation's own span, and their children follow their decision.
+type requestRooted struct{ sdktrace.Sampler }
+
+func (s requestRooted) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	if p.Kind == trace.SpanKindClient && !trace.SpanContextFromContext(p.ParentContext).IsValid() {
+		return sdktrace.SamplingResult{Decision: sdktrace.Drop, Tracestate: trace.SpanContextFromContext(p.ParentContext).TraceState()}
+	}
+	return s.Sampler.ShouldSample(p)
+}
+
+func (s requestRooted) Description() string { return "RequestRooted{" + s.Sampler.Description() + "}" }
 
 // samplerFrom is the sampler OTEL_TRACES_SAMPLER (name) and
 // OTEL_TRACES_SAMPLER_ARG (arg, a ratio for the traceidratio samplers,

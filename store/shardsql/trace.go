@@ -41,7 +41,7 @@ func (t *Tx) roundTrip(ctx context.Context, query string) (context.Context, trac
 	}
 	return tracing.Child(ctx, "shard.roundtrip", trace.SpanKindClient,
 		attribute.Int("pinstore.shard", t.trace.shard),
-		attribute.String("server.address", t.trace.host),
+		attribute.String("pinstore.host", t.trace.host),
 		attribute.String("pinstore.shard.role", t.trace.role),
 		attribute.String("db.system.name", "mariadb"),
 		attribute.String("db.operation.name", tracing.StatementKind(query)),
