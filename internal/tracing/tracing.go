@@ -144,15 +144,21 @@ func Tracer() trace.Tracer { return otel.Tracer(Name) }
 // method until EndRequest names the route.
 func StartRequest(ctx context.Context, r *http.Request) (context.Context, trace.Span) {
 	ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
-	return Tracer().Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("http.request.method", r.Method)))
+	return Tracer().Start(ctx, r.Method, serverKind)
 }
+
+var serverKind = trace.WithSpanKind(trace.SpanKindServer)
 
 // EndRequest names the request's span by its route template and ends it
 // with its status and the kind of principal it acted as ("" when none).
 func EndRequest(span trace.Span, method, route string, status int, principalKind string) {
+	if !span.IsRecording() { // not sampled: nothing to name
+		span.End()
+		return
+	}
 	span.SetName(method + " " + route)
 	span.SetAttributes(
+		attribute.String("http.request.method", method),
 		attribute.String("http.route", route),
 		attribute.Int("http.response.status_code", status),
 	)
