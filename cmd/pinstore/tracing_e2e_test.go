@@ -110,6 +110,16 @@ func TestTracingEndToEnd(t *testing.T) {
 	s.must(http.StatusOK, http.MethodGet, "/v1/pins/"+pin.ID, nil,
 		"Authorization", auth, "traceparent", "00-"+getTrace+"-"+getPar+"-01")
 
+	// Read again until the near copy (objcache) answers, as its counter
+	// says (it serves once its subscription is live): its hit is an event
+	// on the request's span.
+	for i := 0; !nearHits(s); i++ {
+		if i == 200 {
+			t.Fatal("the near copy answered none of 200 gets")
+		}
+		s.must(http.StatusOK, http.MethodGet, "/v1/pins/"+pin.ID, nil, "Authorization", auth)
+	}
+
 	if err := s.stop(); err != nil { // flushes the spans queued
 		t.Fatalf("stop: %v", err)
 	}
@@ -187,6 +197,18 @@ func TestTracingEndToEnd(t *testing.T) {
 		}
 	}
 
+	var nearHit bool
+	for _, sp := range sink.spans {
+		for _, ev := range sp.Events {
+			if ev.Name == "near copy hit" && sp.Kind == tracepb.Span_SPAN_KIND_SERVER {
+				nearHit = true
+			}
+		}
+	}
+	if !nearHit {
+		t.Errorf("no request span notes a near copy hit")
+	}
+
 	var logged bool
 	for _, line := range s.logs.Lines() {
 		var m map[string]any
@@ -220,4 +242,15 @@ func attrString(s *tracepb.Span) string {
 		b.WriteString(kv.Key + "=" + strings.TrimSpace(kv.Value.String()) + " ")
 	}
 	return b.String()
+}
+
+// nearHits reports whether the server's near copy has answered a read.
+func nearHits(s *server) bool {
+	body := s.must(http.StatusOK, http.MethodGet, "/metrics", nil).Body
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "pinstore_object_cache_near_hits_total "); ok {
+			return v != "0"
+		}
+	}
+	return false
 }
