@@ -7,14 +7,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pinstore/pinstore/auth"
-	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/tracing"
-	"github.com/pinstore/pinstore/model"
 )
 
 // BenchmarkServeTracing is BenchmarkServeCachedGet's service-token get
@@ -27,12 +24,7 @@ func BenchmarkServeTracing(b *testing.B) {
 		w.Header().Set("Content-Type", "application/x-protobuf")
 	}))
 	defer sink.Close()
-	pin := idcodec.MustEncode(3, idcodec.TypePin, 9)
-	board := idcodec.MustEncode(3, idcodec.TypeBoard, 1)
-	user := idcodec.MustEncode(3, idcodec.TypeUser, 1)
-	at := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
-	st := &benchStore{fakeStore: &fakeStore{}, pin: model.Object{Version: 3, CreatedAt: at, UpdatedAt: at, Counts: []int64{1, 2, 3},
-		Doc: []byte(`{"board_id":"` + idString(board) + `","owner_id":"` + idString(user) + `","link":"https://example.com/p/9","description":"a pin with a description of usual length","image_url":"https://img.example.com/9.jpg","active":true}`)}}
+	pin, _, st := cachedPin()
 	authn := benchAuthenticator(b)
 	for _, c := range []struct{ name, ratio string }{{"off", ""}, {"sampled-1pct", "0.01"}, {"sampled-100pct", "1"}} {
 		b.Run(c.name, func(b *testing.B) {
