@@ -29,6 +29,18 @@ func (b *benchStore) Get(_ context.Context, id uint64, typ idcodec.Type) (model.
 	return o, nil
 }
 
+// cachedPin is a benchStore holding a pin of usual size, its id and its
+// owner's.
+func cachedPin() (pin, user uint64, st *benchStore) {
+	pin = idcodec.MustEncode(3, idcodec.TypePin, 9)
+	board := idcodec.MustEncode(3, idcodec.TypeBoard, 1)
+	user = idcodec.MustEncode(3, idcodec.TypeUser, 1)
+	at := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
+	st = &benchStore{fakeStore: &fakeStore{}, pin: model.Object{Version: 3, CreatedAt: at, UpdatedAt: at, Counts: []int64{1, 2, 3},
+		Doc: []byte(`{"board_id":"` + idString(board) + `","owner_id":"` + idString(user) + `","link":"https://example.com/p/9","description":"a pin with a description of usual length","image_url":"https://img.example.com/9.jpg","active":true}`)}}
+	return pin, user, st
+}
+
 // discardWriter is a ResponseWriter that keeps the headers and drops the
 // body, so the benchmark measures the server, not a recorder.
 type discardWriter struct{ h http.Header }
@@ -62,12 +74,7 @@ func benchAuthenticator(b *testing.B) *auth.Authenticator {
 // panic recovery, metrics, access log), authentication and the rate limit
 // when on, and the response, with an access log that discards its lines.
 func BenchmarkServeCachedGet(b *testing.B) {
-	pin := idcodec.MustEncode(3, idcodec.TypePin, 9)
-	board := idcodec.MustEncode(3, idcodec.TypeBoard, 1)
-	user := idcodec.MustEncode(3, idcodec.TypeUser, 1)
-	at := time.Date(2026, 11, 26, 8, 0, 0, 0, time.UTC)
-	st := &benchStore{fakeStore: &fakeStore{}, pin: model.Object{Version: 3, CreatedAt: at, UpdatedAt: at, Counts: []int64{1, 2, 3},
-		Doc: []byte(`{"board_id":"` + idString(board) + `","owner_id":"` + idString(user) + `","link":"https://example.com/p/9","description":"a pin with a description of usual length","image_url":"https://img.example.com/9.jpg","active":true}`)}}
+	pin, user, st := cachedPin()
 	const secret = benchSecret
 	authn := benchAuthenticator(b)
 	signer, _ := auth.NewSigner([]byte(benchUserSecret))

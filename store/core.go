@@ -5,8 +5,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/pinstore/pinstore/internal/tracing"
 	"github.com/pinstore/pinstore/store/edgeread"
 	"github.com/pinstore/pinstore/store/fanout"
 	"github.com/pinstore/pinstore/store/objcache"
@@ -62,6 +64,13 @@ func (s *core) openCache(ctx context.Context) {
 		// pending pushes around every command: 2% of a cached get's CPU.
 		Protocol: 2,
 	})
+	if tracing.On() {
+		// Spans of the cache's commands, without their arguments (keys
+		// and cached documents).
+		if err := redisotel.InstrumentTracing(s.redis, redisotel.WithDBStatement(false)); err != nil {
+			s.log.Warn("redis tracing not set up", "error", err.Error())
+		}
+	}
 	s.ownerCache = ownercache.New(s.redis, ownercache.Options{
 		Prefix:     rc.Prefix,
 		Timeout:    rc.Timeout,

@@ -11,7 +11,11 @@ import (
 	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/internal/tracing"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/ownercache"
 	"github.com/pinstore/pinstore/store/pointread"
@@ -171,6 +175,9 @@ func (s *shards) txOn(ctx context.Context, op string, sh topology.Shard, fn func
 		return classify(op, sh, err)
 	}
 	defer t.Rollback() // before c.Close: the connection goes back with no transaction open
+	if tracing.On() {
+		t.Trace(sh.N, sh.Host.Name, "master")
+	}
 	// ctx's deadline holds every statement fn sends, whatever its context.
 	t.Bound(ctx)
 	var token uint64
@@ -315,7 +322,20 @@ func liveDoc(op string, typ idcodec.Type, r shardsql.Row, err error) (model.Doc,
 // deleted object is ENotFound; a driver error is classified.
 func (s *shards) readPoint(ctx context.Context, op string, sh topology.Shard, typ idcodec.Type, local uint64, count model.Mapping) (*pointread.Read, error) {
 	r := &pointread.Read{DB: sh.DB, Type: typ, Local: local, Count: count}
-	err := s.reader(ctx, sh).Reads.Do(ctx, r) // replica hook
+	rd := s.reader(ctx, sh) // replica hook
+	var span trace.Span
+	if tracing.On() {
+		ctx, span = readSpan(ctx, sh, rd)
+	}
+	err := rd.Reads.Do(ctx, r)
+	if span != nil {
+		if err == nil {
+			span.SetAttributes(attribute.Int("db.response.returned_rows", 1))
+		} else if !errors.Is(err, sql.ErrNoRows) {
+			tracing.Fail(span, err)
+		}
+		span.End()
+	}
 	if errors.Is(err, sql.ErrNoRows) || err == nil && !r.Row.Flags.Active() {
 		return nil, notFound(op, typ)
 	}
@@ -323,4 +343,21 @@ func (s *shards) readPoint(ctx context.Context, op string, sh topology.Shard, ty
 		return nil, classify(op, sh, err)
 	}
 	return r, nil
+}
+
+// readSpan starts the span of a point read of sh through rd (its master
+// or a replica): a round trip of the host's read queue (pointread), which
+// may carry other requests' reads of the same host with it.
+func readSpan(ctx context.Context, sh topology.Shard, rd replicas.Reader) (context.Context, trace.Span) {
+	host, role := sh.Host.Name, "master"
+	if rd.Replica != "" {
+		host, role = rd.Replica, "replica"
+	}
+	return tracing.Child(ctx, "shard.roundtrip", trace.SpanKindClient,
+		attribute.Int("pinstore.shard", sh.N),
+		attribute.String("pinstore.host", host),
+		attribute.String("pinstore.shard.role", role),
+		attribute.String("db.system.name", "mariadb"),
+		attribute.String("db.operation.name", "SELECT"),
+	)
 }

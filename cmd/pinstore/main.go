@@ -10,6 +10,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
+
+	"github.com/pinstore/pinstore/internal/tracing"
 )
 
 func main() {
@@ -76,7 +79,24 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	return err
 }
 
-func runCommand(ctx context.Context, cmd string, rest []string, getenv func(string) string, stdout, stderr io.Writer) error {
+func runCommand(ctx context.Context, cmd string, rest []string, getenv func(string) string, stdout, stderr io.Writer) (err error) {
+	switch cmd {
+	case "move-shards", "failover", "backup", "restore":
+		// The control plane's long operations are traced when OTEL_* asks
+		// for it: one span each, its progress lines as events.
+		stop, terr := tracing.Setup(ctx, "pinstore", getenv)
+		if terr != nil {
+			return terr
+		}
+		var end func(error)
+		ctx, stdout, end = tracing.Operation(ctx, "pinstore "+cmd, stdout)
+		defer func() {
+			end(err)
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = stop(sctx)
+		}()
+	}
 	switch cmd {
 	case "serve":
 		return runServe(ctx, rest, getenv, stdout, stderr)

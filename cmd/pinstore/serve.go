@@ -24,6 +24,7 @@ import (
 	"github.com/pinstore/pinstore/cluster/etcdtopo"
 	"github.com/pinstore/pinstore/cluster/failover"
 	"github.com/pinstore/pinstore/internal/httpserve"
+	"github.com/pinstore/pinstore/internal/tracing"
 	"github.com/pinstore/pinstore/store"
 	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardmap"
@@ -134,6 +135,17 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		cfg.Source = source
 		logger.Info("shard map read from etcd", "topology", topo.c.URL().String(), "revision", topo.rev, "version", cfg.Map.Version(), "summary", cfg.Map.Summary())
 	}
+	// Before the store opens: its Redis client is instrumented only
+	// when tracing is on.
+	stopTracing, err := tracing.Setup(ctx, "pinstore", getenv)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = stopTracing(sctx) // flushes the spans still queued
+	}()
 	st, err := store.Open(ctx, cfg)
 	if err != nil {
 		return fmt.Errorf("serve: open store: %w", err)

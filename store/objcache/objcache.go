@@ -46,9 +46,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/metrics"
+	"github.com/pinstore/pinstore/internal/tracing"
 	"github.com/pinstore/pinstore/model"
 )
 
@@ -217,7 +220,7 @@ func (c *Cache) Get(ctx context.Context, ids []uint64) (map[uint64]model.Object,
 			rest = append(rest, id)
 		}
 		if len(hits) > 0 {
-			c.nearHit(len(hits))
+			c.nearHit(ctx, len(hits))
 			if len(rest) == 0 {
 				return hits, nil, nil
 			}
@@ -267,7 +270,7 @@ func (c *Cache) GetOne(ctx context.Context, id uint64) (model.Object, bool, Leas
 	if c.near != nil {
 		if b, ok := c.near.get(id); ok {
 			o, _ := decode(id, b)
-			c.nearHit(1)
+			c.nearHit(ctx, 1)
 			return o, true, "", nil
 		}
 		gen = c.near.snapshot()
@@ -295,8 +298,14 @@ func (c *Cache) GetOne(ctx context.Context, id uint64) (model.Object, bool, Leas
 	return model.Object{}, false, leases[id], nil
 }
 
-// nearHit counts n objects answered by the near copy.
-func (c *Cache) nearHit(n int) {
+// nearHit counts n objects answered by the near copy, and notes them on
+// the request's span when it is traced (internal/tracing).
+func (c *Cache) nearHit(ctx context.Context, n int) {
+	if tracing.On() {
+		if sp := trace.SpanFromContext(ctx); sp.IsRecording() {
+			sp.AddEvent("near copy hit", trace.WithAttributes(attribute.Int("pinstore.cache.near_hits", n)))
+		}
+	}
 	c.hits.Add(float64(n))
 	c.near.hits.Add(float64(n))
 	c.stats.Hits.Add(int64(n))

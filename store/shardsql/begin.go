@@ -98,7 +98,10 @@ func (t *Tx) Commit(ctx context.Context) error {
 	}
 	q, a := t.commitText("")
 	t.committing()
-	if _, err := t.conn.ExecContext(t.run(ctx), q, a...); err != nil {
+	sctx, span := t.roundTrip(ctx, "COMMIT")
+	res, err := t.conn.ExecContext(t.run(sctx), q, a...)
+	endRoundTrip(span, res, err)
+	if err != nil {
 		return err
 	}
 	t.state = txDone
@@ -131,7 +134,9 @@ func (t *Tx) CommitReading(ctx context.Context, query string, dest ...any) error
 	}
 	q, a := t.commitText(tail)
 	t.committing()
-	rows, err := t.conn.QueryContext(t.run(ctx), q, a...)
+	sctx, span := t.roundTrip(ctx, "COMMIT")
+	rows, err := t.conn.QueryContext(t.run(sctx), q, a...)
+	endRoundTrip(span, nil, err)
 	if err != nil {
 		return err // the COMMIT or a statement before it failed
 	}

@@ -83,8 +83,11 @@ func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Re
 	if t.state == txDone {
 		return nil, errTxDone
 	}
+	sctx, span := t.roundTrip(ctx, query)
 	query, args = t.withQueued(query, args)
-	return t.conn.ExecContext(t.run(ctx), query, args...)
+	res, err := t.conn.ExecContext(t.run(sctx), query, args...)
+	endRoundTrip(span, res, err)
+	return res, err
 }
 
 // QueryContext runs query after the queued statements, in one round
@@ -93,8 +96,11 @@ func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.
 	if t.state == txDone {
 		return nil, errTxDone
 	}
+	sctx, span := t.roundTrip(ctx, query)
 	query, args = t.withQueued(query, args)
-	return t.conn.QueryContext(t.run(ctx), query, args...)
+	rows, err := t.conn.QueryContext(t.run(sctx), query, args...)
+	endRoundTrip(span, nil, err)
+	return rows, err
 }
 
 // QueryxContext is QueryContext for sqlx.
@@ -102,20 +108,29 @@ func (t *Tx) QueryxContext(ctx context.Context, query string, args ...any) (*sql
 	if t.state == txDone {
 		return nil, errTxDone
 	}
+	sctx, span := t.roundTrip(ctx, query)
 	query, args = t.withQueued(query, args)
-	return t.conn.QueryxContext(t.run(ctx), query, args...)
+	rows, err := t.conn.QueryxContext(t.run(sctx), query, args...)
+	endRoundTrip(span, nil, err)
+	return rows, err
 }
 
 // QueryRowxContext is QueryContext for one row.
 func (t *Tx) QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row {
+	sctx, span := t.roundTrip(ctx, query)
 	query, args = t.withQueued(query, args)
-	return t.conn.QueryRowxContext(t.run(t.live(ctx)), query, args...)
+	row := t.conn.QueryRowxContext(t.run(t.live(sctx)), query, args...)
+	endRoundTrip(span, nil, row.Err())
+	return row
 }
 
 // QueryRowContext is QueryContext for one row.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	sctx, span := t.roundTrip(ctx, query)
 	query, args = t.withQueued(query, args)
-	return t.conn.QueryRowContext(t.run(t.live(ctx)), query, args...)
+	row := t.conn.QueryRowContext(t.run(t.live(sctx)), query, args...)
+	endRoundTrip(span, nil, row.Err())
+	return row
 }
 
 // live is ctx while t takes statements, and a done context after: a row

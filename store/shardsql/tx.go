@@ -44,6 +44,7 @@ type Tx struct {
 	queuedArgs    []any
 	marks         *cacheMarks // nil: no object cache to keep
 	inserted      *inserted   // the object InsertNew queued; nil for none
+	trace         *txTrace    // what its round trips' spans carry (trace.go); nil: none
 }
 
 // cacheMarks is where a Tx records, in the shard's cache_outbox, the
