@@ -76,7 +76,9 @@ func (mv *mover) eachShard(ctx context.Context, m *shardmap.Map, what string, ba
 	for {
 		select {
 		case err := <-finished:
-			mv.saveProgress(ctx, nil)
+			// The pass's last progress stays recorded until the next
+			// pass replaces it: what the last pass did, for the servers.
+			mv.saveProgress(ctx, mt.record())
 			return mt.rows.Load(), err
 		case <-progress.C:
 			mv.logf("%s", mt.line())
@@ -92,13 +94,10 @@ func (mv *mover) eachShard(ctx context.Context, m *shardmap.Map, what string, ba
 // move's state, for servers to show (the fleet page).
 const progressSaveEvery = time.Second
 
-// saveProgress records p (nil: the pass ended) in the move's state. A
+// saveProgress records p in the move's state. A
 // failure to save is printed and otherwise ignored: the progress is for
 // display, and the steps that matter save the state themselves.
 func (mv *mover) saveProgress(ctx context.Context, p *moveProgress) {
-	if mv.lock.state.Progress == nil && p == nil {
-		return
-	}
 	mv.lock.state.Progress = p
 	if err := mv.lock.save(ctx); err != nil && ctx.Err() == nil {
 		mv.logf("recording the move's progress in %s: %v", mv.lock.where(), err)

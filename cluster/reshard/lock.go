@@ -44,7 +44,7 @@ const stepRevertHold = "revert-hold"
 //	note: ""                # why a verification failed
 //	copied: true            # the first pass is done: every change since is in the logs
 //	progress: {pass: copy, shards_done: 1, shards: 4, rows: 12345, ...}
-//	                        # the current pass, recorded every few seconds (MoveStatus)
+//	                        # the current or last pass, recorded every second (MoveStatus)
 type moveState struct {
 	Range   string     `yaml:"range"`
 	To      string     `yaml:"to"`
@@ -54,8 +54,8 @@ type moveState struct {
 	Started time.Time  `yaml:"started"`
 	Note    string     `yaml:"note,omitempty"`
 	Copied  bool       `yaml:"copied,omitempty"`
-	// Progress is the pass in progress, saved every few seconds so that
-	// servers can show it (the fleet page); nil between passes.
+	// Progress is the pass in progress, saved every second so that
+	// servers can show it (the fleet page), or the last pass when it ended.
 	Progress *moveProgress `yaml:"progress,omitempty"`
 
 	first, last int
