@@ -68,14 +68,73 @@ func TestFleetPageInBrowser(t *testing.T) {
 		t.Fatalf("fleet before the move: %+v", st)
 	}
 
+	b := openFleetPage(t, bin, s.base)
+	text, waitText, shot, signIn := b.text, b.waitText, b.shot, b.signIn
+	if got := text("#fleet"); strings.Contains(got, "h0") {
+		t.Fatalf("the page shows fleet data before sign-in: %q", got)
+	}
+	shot("signed-out")
+	signIn(userTok)
+	waitText("a user's token refused", "#signin-msg", func(s string) bool { return strings.Contains(s, "Refused") })
+	if got := text("body"); strings.Contains(got, "h1") || strings.Contains(got, "0-3") {
+		t.Fatalf("the page shows fleet data to a user: %q", got)
+	}
+	shot("refused")
+
+	signIn(e2eAdminToken)
+	hosts := waitText("both hosts and their ranges", "#hosts", func(s string) bool {
+		return strings.Contains(s, "h0") && strings.Contains(s, "h1") && strings.Contains(s, "0-3") && strings.Contains(s, "4-7")
+	})
+	if !rowHas(hosts, "h0", "0-3") || !rowHas(hosts, "h1", "4-7") {
+		t.Fatalf("hosts table:\n%s", hosts)
+	}
+	waitText("no move yet", "#move", func(s string) bool { return strings.Contains(s, "no move in progress") })
+	shot("two-hosts")
+
+	// Start the move (left open: switched, the old copies kept) from the
+	// CLI; the page shows it, with the last pass's progress.
+	if out, err := runCmd(t, f.tools(), "move-shards", "--range", "0-3", "--to", "h1"); err != nil {
+		t.Fatalf("move: %v\n%s", err, out)
+	}
+	mv := waitText("the open move with its progress", "#move", func(s string) bool {
+		return strings.Contains(s, "0-3") && strings.Contains(s, "switched") && strings.Contains(s, "4/4 shards")
+	})
+	if !strings.Contains(mv, "rows/s") || !strings.Contains(mv, "0-3 on h0") {
+		t.Fatalf("move on the page:\n%s", mv)
+	}
+	waitText("the range on its new host", "#hosts", func(s string) bool { return rowHas(s, "h1", "0-3") })
+	shot("move-open")
+
+	if out, err := runCmd(t, f.tools(), "move-shards", "--range", "0-3", "--to", "h1", "--finish"); err != nil {
+		t.Fatalf("finish: %v\n%s", err, out)
+	}
+	waitText("the move finished", "#move", func(s string) bool { return strings.Contains(s, "no move in progress") })
+	if hosts := text("#hosts"); !rowHas(hosts, "h1", "0-3") || !rowHas(hosts, "h1", "4-7") {
+		t.Fatalf("hosts after the move:\n%s", hosts)
+	}
+	shot("move-finished")
+}
+
+// fleetBrowser is /fleet open in headless Chromium.
+type fleetBrowser struct {
+	text     func(sel string) string
+	waitText func(what, sel string, ok func(string) bool) string
+	shot     func(name string)
+	signIn   func(tok string)
+}
+
+// openFleetPage opens base+"/fleet" in headless Chromium (bin) and waits
+// for its sign-in form; the browser goes with the test.
+func openFleetPage(t *testing.T, bin, base string) *fleetBrowser {
+	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox,
 		chromedp.Flag("disable-dev-shm-usage", true), chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000))
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
+	t.Cleanup(cancelA)
 	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
+	t.Cleanup(cancel)
 	ctx, cancelT := context.WithTimeout(ctx, 90*time.Second)
-	defer cancelT()
+	t.Cleanup(cancelT)
 	shot := func(name string) {
 		t.Helper()
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -121,53 +180,58 @@ func TestFleetPageInBrowser(t *testing.T) {
 		}
 	}
 
-	if err := chromedp.Do(ctx, chromedp.Navigate(s.base+"/fleet")); err != nil {
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/fleet")); err != nil {
 		t.Fatal(err)
 	}
 	waitText("the sign-in form", "#signin", func(s string) bool { return strings.Contains(s, "Sign in") })
-	if got := text("#fleet"); strings.Contains(got, "h0") {
-		t.Fatalf("the page shows fleet data before sign-in: %q", got)
-	}
-	shot("signed-out")
-	signIn(userTok)
-	waitText("a user's token refused", "#signin-msg", func(s string) bool { return strings.Contains(s, "Refused") })
-	if got := text("body"); strings.Contains(got, "h1") || strings.Contains(got, "0-3") {
-		t.Fatalf("the page shows fleet data to a user: %q", got)
-	}
-	shot("refused")
+	return &fleetBrowser{text: text, waitText: waitText, shot: shot, signIn: signIn}
+}
 
-	signIn(e2eAdminToken)
-	hosts := waitText("both hosts and their ranges", "#hosts", func(s string) bool {
-		return strings.Contains(s, "h0") && strings.Contains(s, "h1") && strings.Contains(s, "0-3") && strings.Contains(s, "4-7")
+// TestFleetPageShowsStoppedReplica: with a map file and a host with a
+// replica, the page shows the replica replicating, then, once STOP SLAVE
+// runs on it, not replicating with its threads stopped, without a reload.
+func TestFleetPageShowsStoppedReplica(t *testing.T) {
+	bin := chromium(t)
+	f := startReplFleet(t, nil, 1)
+	r := f.hosts[0].replicas[0]
+	s := startServerEnv(t, f.env)
+	b := openFleetPage(t, bin, s.base)
+	b.signIn(e2eAdminToken)
+	b.waitText("the replica replicating", "#replicas", func(x string) bool {
+		return rowHas(x, r.Addr(), "replicating", "IO Yes, SQL Yes") && !strings.Contains(x, "not replicating")
 	})
-	if !rowHas(hosts, "h0", "0-3") || !rowHas(hosts, "h1", "4-7") {
-		t.Fatalf("hosts table:\n%s", hosts)
+	b.waitText("the host and its range", "#hosts", func(x string) bool { return rowHas(x, "a", "0-7") })
+	if got := b.text("#servers"); !strings.Contains(got, "this server") {
+		t.Fatalf("servers with a map file:\n%s", got)
 	}
-	waitText("no move yet", "#move", func(s string) bool { return strings.Contains(s, "no move in progress") })
-	shot("two-hosts")
-
-	// Start the move (left open: switched, the old copies kept) from the
-	// CLI; the page shows it, with the last pass's progress.
-	if out, err := runCmd(t, f.tools(), "move-shards", "--range", "0-3", "--to", "h1"); err != nil {
-		t.Fatalf("move: %v\n%s", err, out)
-	}
-	mv := waitText("the open move with its progress", "#move", func(s string) bool {
-		return strings.Contains(s, "0-3") && strings.Contains(s, "switched") && strings.Contains(s, "4/4 shards")
+	b.shot("replica-replicating")
+	r.Exec(t, "STOP SLAVE")
+	b.waitText("the stopped replica", "#replicas", func(x string) bool {
+		return rowHas(x, r.Addr(), "not replicating", "IO No, SQL No")
 	})
-	if !strings.Contains(mv, "rows/s") || !strings.Contains(mv, "0-3 on h0") {
-		t.Fatalf("move on the page:\n%s", mv)
+	b.shot("replica-stopped")
+	var st model.FleetStatus
+	s.must(http.StatusOK, http.MethodGet, "/v1/admin/fleet", nil).decode(t, &st)
+	if rp := st.Hosts[0].Replicas[0]; rp.Replicating || rp.ServesReads {
+		t.Fatalf("stopped replica in /v1/admin/fleet: %+v", rp)
 	}
-	waitText("the range on its new host", "#hosts", func(s string) bool { return rowHas(s, "h1", "0-3") })
-	shot("move-open")
+	// What the alerts read: the replica's series, replicating 0 now.
+	series := fmt.Sprintf(`{host="a",replica=%q}`, taddr(r))
+	metrics := string(s.must(http.StatusOK, http.MethodGet, "/metrics", nil).Body)
+	if !strings.Contains(metrics, "pinstore_replica_replicating"+series+" 0") || !strings.Contains(metrics, "pinstore_replica_lag_seconds"+series+" ") {
+		t.Fatalf("/metrics lacks the stopped replica's series %s:\n%s", series, grepLines(metrics, "pinstore_replica_"))
+	}
+}
 
-	if out, err := runCmd(t, f.tools(), "move-shards", "--range", "0-3", "--to", "h1", "--finish"); err != nil {
-		t.Fatalf("finish: %v\n%s", err, out)
+// grepLines is the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
 	}
-	waitText("the move finished", "#move", func(s string) bool { return strings.Contains(s, "no move in progress") })
-	if hosts := text("#hosts"); !rowHas(hosts, "h1", "0-3") || !rowHas(hosts, "h1", "4-7") {
-		t.Fatalf("hosts after the move:\n%s", hosts)
-	}
-	shot("move-finished")
+	return strings.Join(out, "\n")
 }
 
 // rowHas reports whether a line of a table's text has every one of words.
