@@ -150,6 +150,9 @@ func quantile(q float64, buckets map[float64]uint64, count uint64) float64 {
 	for _, b := range bounds {
 		c := buckets[b]
 		if float64(c) >= rank {
+			if math.IsInf(b, 1) {
+				return lower // past the last finite bound: as far as it can tell
+			}
 			if c == below {
 				return b
 			}
