@@ -4,7 +4,8 @@
 //
 // Invariants:
 //   - Every route lives in routeTable (routes.go), under /v1 except the
-//     operational ones (/healthz, /readyz, /metrics, /openapi.yaml, /docs),
+//     operational ones (/healthz, /readyz, /metrics, /openapi.yaml, /docs,
+//     /fleet),
 //     each with the permission that guards it when auth is on (authz.go)
 //     and the way it decides what its caller may see of secret boards
 //     (visibility.go); openapi.yaml describes exactly these routes, and a
