@@ -34,6 +34,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/openapi.yaml", public, noSecrets, s.openAPI},
 		{"GET", "/docs", public, noSecrets, s.docsPage},
 		{"GET", "/docs/redoc.standalone.js", public, noSecrets, s.redocScript},
+		{"GET", "/fleet", public, noSecrets, s.fleetPage},
 
 		{"POST", "/v1/users", servicesOnly, noSecrets, s.idempotent(s.create(typeUser))},
 		{"GET", "/v1/users", readAny, filters, s.getMany(typeUser)},
@@ -79,6 +80,7 @@ func (s *Server) routeTable() []route {
 		{"GET", "/v1/ids/{id}", readAny, noSecrets, s.decodeID},
 
 		{"GET", "/v1/admin/shard-map", admin, noSecrets, s.shardMap},
+		{"GET", "/v1/admin/fleet", admin, noSecrets, s.fleet},
 		{"GET", "/v1/changes", servicesRead, noSecrets, s.changeBatch},
 	})
 }

@@ -4,7 +4,8 @@
 //
 // Invariants:
 //   - Every route lives in routeTable (routes.go), under /v1 except the
-//     operational ones (/healthz, /readyz, /metrics, /openapi.yaml, /docs),
+//     operational ones (/healthz, /readyz, /metrics, /openapi.yaml, /docs,
+//     /fleet),
 //     each with the permission that guards it when auth is on (authz.go)
 //     and the way it decides what its caller may see of secret boards
 //     (visibility.go); openapi.yaml describes exactly these routes, and a
@@ -66,6 +67,10 @@ type Config struct {
 	// until a failover names a new one, and runs it again when that is
 	// safe (failover.go); nil: such a request is answered 503 at once.
 	Failover Failover
+	// Fleet, when set, reads the move in progress and the map's last
+	// rewrite from where the map lives, for GET /v1/admin/fleet
+	// (fleet.go); nil: the route shows neither.
+	Fleet FleetHome
 }
 
 // Server is the API's http.Handler.
@@ -85,7 +90,9 @@ type Server struct {
 	tokens  Consistency
 	changes ChangeFeed
 	// failover holds requests a failed master refused (failover.go)
-	failover Failover
+	failover  Failover
+	fleetHome FleetHome
+	rates     requestRates // GET /v1/admin/fleet: the last look at the request counters
 
 	logger    *slog.Logger
 	accessLog io.Writer
@@ -122,6 +129,7 @@ func New(cfg Config) (*Server, error) {
 		tokens:    cfg.Consistency,
 		changes:   cfg.Changes,
 		failover:  cfg.Failover,
+		fleetHome: cfg.Fleet,
 	}
 	if s.logger == nil {
 		s.logger = slog.Default()

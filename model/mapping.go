@@ -337,3 +337,84 @@ type RangeInfo struct {
 	Open     bool   `json:"open"`      // new users may be placed here
 	ReadOnly bool   `json:"read_only"` // writes refused (being moved)
 }
+
+// FleetStatus is what the fleet page shows: the shard map with its hosts,
+// ranges, replicas and registered servers (ShardMapInfo), the move in
+// progress, the last failover, this server's request rates and each
+// host's last backup. No DSN, no password, no token.
+type FleetStatus struct {
+	ShardMapInfo
+	// Server is the address of the server that answered.
+	Server string `json:"server"`
+	// Move is the move in progress; nil when none is recorded.
+	Move *MoveStatus `json:"move"`
+	// MoveError says why the move's state could not be read.
+	MoveError string `json:"move_error,omitempty"`
+	// LastRewrite is the note the last tool to rewrite the map left at
+	// its top ("Rewritten by pinstore failover (…) at …"): a failover, a
+	// move's step; empty when the map carries none.
+	LastRewrite string `json:"last_rewrite,omitempty"`
+	// Requests is this server's traffic, from its own metrics.
+	Requests RequestStats `json:"requests"`
+	// WriteBuffer is the writes this server holds for a move's switch or
+	// a failover's new master, and those that ran out of time.
+	WriteBuffer WriteBufferStats `json:"write_buffer"`
+	// Backups is each host's last backup, with serve --backups; empty
+	// otherwise.
+	Backups []BackupStatus `json:"backups"`
+}
+
+// MoveStatus is a move in progress as the mover records it in the
+// Home's lock, with the progress of its current pass.
+type MoveStatus struct {
+	Range   string    `json:"range"` // "first-last"
+	To      string    `json:"to"`    // target host
+	From    []string  `json:"from"`  // "shards on host" where the range was when it began
+	Phase   string    `json:"phase"` // copy, hold, switched, aborted, reverting or finishing
+	Started time.Time `json:"started"`
+	Note    string    `json:"note,omitempty"`
+	Copied  bool      `json:"copied"` // the first pass is done
+	// Progress is the last progress the mover recorded; nil before its
+	// first report.
+	Progress *MoveProgress `json:"progress"`
+}
+
+// MoveProgress is a pass of a move over its shards.
+type MoveProgress struct {
+	Pass        string    `json:"pass"` // "copy", "catch up", …
+	ShardsDone  int64     `json:"shards_done"`
+	Shards      int64     `json:"shards"`
+	Rows        int64     `json:"rows"`
+	RowsTotal   int64     `json:"rows_total"` // the sources' estimate; 0: unknown
+	RowsPerSec  float64   `json:"rows_per_second"`
+	SecondsLeft *float64  `json:"seconds_left"` // nil: unknown
+	Updated     time.Time `json:"updated"`
+}
+
+// RequestStats is a server's HTTP traffic: rates over the interval since
+// the previous look (zero on the first) and the p99 latency since start.
+type RequestStats struct {
+	Total         float64 `json:"total"`
+	Errors        float64 `json:"errors"` // 5xx
+	RatePerSec    float64 `json:"rate_per_second"`
+	ErrorsPerSec  float64 `json:"errors_per_second"`
+	P99Seconds    float64 `json:"p99_seconds"`
+	WindowSeconds float64 `json:"window_seconds"`
+}
+
+// WriteBufferStats is the write buffer of a server.
+type WriteBufferStats struct {
+	Waiting float64 `json:"waiting"`
+	Waited  float64 `json:"waited_total"`
+	Expired float64 `json:"expired_total"`
+}
+
+// BackupStatus is a host's last backup as the server's backup loop
+// reports it.
+type BackupStatus struct {
+	Host string `json:"host"`
+	// LastGoodAgeSeconds is the age of the last verified backup; nil
+	// when none was verified.
+	LastGoodAgeSeconds *float64 `json:"last_good_age_seconds"`
+	LastAgeSeconds     *float64 `json:"last_age_seconds"`
+}

@@ -242,6 +242,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		Help: "Writes refused with shard_moving: the switch outlasted the write buffer window, or too many writes waited."}, func() float64 { return float64(buf.Expired.Load()) }))
 	metrics.Register(cfg.Registerer, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pinstore_write_buffer_waiting",
 		Help: "Writes waiting now for a move's switch."}, func() float64 { return float64(buf.Waiting()) }))
+	router := s.router
+	metrics.Register(cfg.Registerer, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "pinstore_master_changes_total",
+		Help: "Hosts whose master changed in a map this server put in force (a failover), since start."}, func() float64 { return float64(router.MasterChanges()) }))
 	s.feed = fanout.Start(s.router, fanout.Config{
 		QueryTimeout: cfg.QueryTimeout,
 		Sweep:        cfg.FeedSweep,

@@ -72,13 +72,35 @@ func (mv *mover) eachShard(ctx context.Context, m *shardmap.Map, what string, ba
 	}
 	progress := time.NewTicker(every)
 	defer progress.Stop()
+	var saved time.Time
 	for {
 		select {
 		case err := <-finished:
+			// The pass's last progress stays recorded until the next
+			// pass replaces it: what the last pass did, for the servers.
+			mv.saveProgress(ctx, mt.record())
 			return mt.rows.Load(), err
 		case <-progress.C:
 			mv.logf("%s", mt.line())
+			if time.Since(saved) >= progressSaveEvery {
+				saved = time.Now()
+				mv.saveProgress(ctx, mt.record())
+			}
 		}
+	}
+}
+
+// progressSaveEvery is how often a pass records its progress in the
+// move's state, for servers to show (the fleet page).
+const progressSaveEvery = time.Second
+
+// saveProgress records p in the move's state. A
+// failure to save is printed and otherwise ignored: the progress is for
+// display, and the steps that matter save the state themselves.
+func (mv *mover) saveProgress(ctx context.Context, p *moveProgress) {
+	mv.lock.state.Progress = p
+	if err := mv.lock.save(ctx); err != nil && ctx.Err() == nil {
+		mv.logf("recording the move's progress in %s: %v", mv.lock.where(), err)
 	}
 }
 

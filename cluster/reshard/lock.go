@@ -43,6 +43,8 @@ const stepRevertHold = "revert-hold"
 //	started: 2025-01-02T03:04:05Z
 //	note: ""                # why a verification failed
 //	copied: true            # the first pass is done: every change since is in the logs
+//	progress: {pass: copy, shards_done: 1, shards: 4, rows: 12345, ...}
+//	                        # the current or last pass, recorded every second (MoveStatus)
 type moveState struct {
 	Range   string     `yaml:"range"`
 	To      string     `yaml:"to"`
@@ -52,9 +54,46 @@ type moveState struct {
 	Started time.Time  `yaml:"started"`
 	Note    string     `yaml:"note,omitempty"`
 	Copied  bool       `yaml:"copied,omitempty"`
+	// Progress is the pass in progress, saved every second so that
+	// servers can show it (the fleet page), or the last pass when it ended.
+	Progress *moveProgress `yaml:"progress,omitempty"`
 
 	first, last int
 	src         []string // index shard-first: source host
+}
+
+type moveProgress struct {
+	Pass        string    `yaml:"pass"`
+	ShardsDone  int64     `yaml:"shards_done"`
+	Shards      int64     `yaml:"shards"`
+	Rows        int64     `yaml:"rows"`
+	RowsTotal   int64     `yaml:"rows_total,omitempty"`
+	RowsPerSec  float64   `yaml:"rows_per_second"`
+	SecondsLeft *float64  `yaml:"seconds_left,omitempty"`
+	Updated     time.Time `yaml:"updated"`
+}
+
+// MoveStatus reads a move's recorded state (the content of the Home's
+// lock: the file <map file>.move or the etcd key <prefix>/move) for
+// display, without taking the lock. Empty data is no move (nil, nil); a
+// state that does not parse is an error.
+func MoveStatus(data []byte) (*model.MoveStatus, error) {
+	if len(strings.TrimSpace(string(data))) == 0 {
+		return nil, nil
+	}
+	var st moveState
+	if err := yaml.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("reshard.MoveStatus: %w", err)
+	}
+	out := &model.MoveStatus{Range: st.Range, To: st.To, From: []string{}, Phase: st.Step, Started: st.Started, Note: st.Note, Copied: st.Copied}
+	for _, f := range st.From {
+		out.From = append(out.From, f.Shards+" on "+f.Host)
+	}
+	if p := st.Progress; p != nil {
+		out.Progress = &model.MoveProgress{Pass: p.Pass, ShardsDone: p.ShardsDone, Shards: p.Shards, Rows: p.Rows, RowsTotal: p.RowsTotal,
+			RowsPerSec: p.RowsPerSec, SecondsLeft: p.SecondsLeft, Updated: p.Updated}
+	}
+	return out, nil
 }
 
 type moveFrom struct {

@@ -56,6 +56,33 @@ func (mt *meter) line() string {
 	return b.String()
 }
 
+// record is the meter's progress as the move's state records it: rows
+// per second since the pass began, and the time left by rows when the
+// sources' estimate holds, by shards otherwise.
+func (mt *meter) record() *moveProgress {
+	el := time.Since(mt.start)
+	done, rows, total := mt.done.Load(), mt.rows.Load(), mt.total.Load()
+	if rows >= total {
+		total = 0
+	}
+	p := &moveProgress{Pass: mt.what, ShardsDone: done, Shards: int64(mt.shards), Rows: rows, RowsTotal: total, Updated: time.Now().UTC()}
+	if s := el.Seconds(); s > 0 {
+		p.RowsPerSec = float64(rows) / s
+	}
+	left := func(done, total int64) {
+		if done > 0 && total >= done {
+			v := el.Seconds() * float64(total-done) / float64(done)
+			p.SecondsLeft = &v
+		}
+	}
+	if total > 0 {
+		left(rows, total)
+	} else {
+		left(done, int64(mt.shards))
+	}
+	return p
+}
+
 // tally counts one shard's rows as its work writes them, into the
 // step's meter. Its work runs in one goroutine; a nil tally counts
 // nothing.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -79,4 +80,19 @@ func TestMoveShowsCopyProgress(t *testing.T) {
 		t.Fatalf("no progress line counted rows while the shard copied:\n%s", out.String())
 	}
 	t.Logf("e.g. %s", seen[len(seen)/2])
+
+	// The move's state, which servers read for the fleet page, holds the
+	// copy pass as it ended: every row (the pins and what the shard held
+	// before), its one shard done.
+	b, err := os.ReadFile(reshard.LockPath(e.f.path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := reshard.MoveStatus(b)
+	if err != nil || st == nil || st.Progress == nil {
+		t.Fatalf("move state: %v %+v\n%s", err, st, b)
+	}
+	if p := st.Progress; p.Pass != "copy" || p.Rows < rows || p.ShardsDone != 1 || p.Shards != 1 || p.RowsPerSec <= 0 || st.Range != "0-0" || st.To != "h1" {
+		t.Fatalf("recorded progress: %+v of %+v", p, st)
+	}
 }

@@ -220,7 +220,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	}
 	handler, err := api.New(api.Config{Store: st, Logger: logger, AccessLog: accessLog, Registry: reg, Limits: cfg.Limits, Auth: authMW,
 		Consistency: replicas.Tokens{}, Failover: failoverHold{st.Router(), max(cfg.FailoverHold, 0)},
-		Changes: changeFeed{maps: st.Router().Map, logger: logger}})
+		Changes: changeFeed{maps: st.Router().Map, logger: logger}, Fleet: fleetHome{mapFile: cfg.MapFile, topo: topo}})
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}

@@ -118,9 +118,11 @@ func NewTracker(router *topology.Router, cfg Config) *Tracker {
 		Name: "pinstore_replica_token_waits_total",
 		Help: "Reads with a consistency token that waited for a replica to apply it (MASTER_GTID_WAIT), by outcome.",
 	}, []string{"outcome"}))
-	return &Tracker{router: router, cfg: cfg, hosts: map[*sqlx.DB]*hostState{},
+	t := &Tracker{router: router, cfg: cfg, hosts: map[*sqlx.DB]*hostState{},
 		toReplica: reads.WithLabelValues("replica"), toMaster: reads.WithLabelValues("master"),
 		waitedOK: waits.WithLabelValues("applied"), waitedOut: waits.WithLabelValues("timed_out")}
+	metrics.Register(cfg.Registerer, newLagCollector(t))
+	return t
 }
 
 // LagBound is the bound of a read without a token.

@@ -177,6 +177,9 @@ type Router struct {
 
 	drained chan struct{} // a retired version's last pinned write ended
 	buffer  BufferStats
+	// masterChanges counts hosts whose master changed when a map was put
+	// in force (a failover, as this server saw it).
+	masterChanges atomic.Int64
 
 	// The topology lease (lease.go), under mu.
 	leaseOn    bool      // SetLease was called: writes need the lease
@@ -229,6 +232,27 @@ func (r *Router) Reload(m *shardmap.Map) error {
 	}
 	r.install(t)
 	return nil
+}
+
+// MasterChanges is how many times a map put in force named another
+// master for a host of the map it replaced (a failover), since start.
+func (r *Router) MasterChanges() int64 { return r.masterChanges.Load() }
+
+// countMasterChanges adds to masterChanges the hosts of both old and t
+// whose master differs.
+func (r *Router) countMasterChanges(old, t *Topology) {
+	if old == nil || t == nil {
+		return
+	}
+	was := map[string]string{}
+	for _, h := range old.Hosts() {
+		was[h.Name] = h.Addr
+	}
+	for _, h := range t.Hosts() {
+		if a, ok := was[h.Name]; ok && a != h.Addr {
+			r.masterChanges.Add(1)
+		}
+	}
 }
 
 // Close closes every pool.

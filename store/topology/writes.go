@@ -260,6 +260,7 @@ func (r *Router) installIf(old, t *Topology) bool {
 		return false
 	}
 	old = r.cur.Swap(t)
+	r.countMasterChanges(old, t)
 	if old != nil {
 		r.retired = append(r.retired, old)
 	}
