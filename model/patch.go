@@ -16,13 +16,16 @@ import (
 // data object).
 //
 // Only the editable fields of a document may appear in a patch. The
-// read-only fields (the object's identity, its version and timestamps, and
-// the ids that place it: owner_id, board_id, pin_id, author_id) and any
-// field the document does not have are refused with EInvalid, so a patch
-// can never move an object, change its owner, or touch "active".
+// read-only fields are every other member of the type's wire form (its
+// declaration's Wire: the ids that place it, such as owner_id, board_id,
+// pin_id and author_id) and the members every object carries (envelope:
+// its identity, version, timestamps and counts). Any field the wire form
+// does not have is unknown. Both are refused with EInvalid, so a patch can
+// never move an object, change its owner, or touch "active".
 
-// readOnlyFields are refused in every patch, whatever the type.
-var readOnlyFields = []string{"id", "type", "version", "created_at", "updated_at", "owner_id", "board_id", "pin_id", "author_id", "saved_from", "secret", "section_id"}
+// envelope are the members of every object's wire form beside its
+// document's.
+var envelope = []string{"id", "type", "version", "created_at", "updated_at", "counts", "viewer"}
 
 // EditableFields returns the fields a patch of an object of type t may set,
 // or nil for an unknown type.
@@ -33,8 +36,21 @@ func EditableFields(t idcodec.Type) []string {
 	return nil
 }
 
-// ReadOnlyFields returns the fields no patch may contain.
-func ReadOnlyFields() []string { return slices.Clone(readOnlyFields) }
+// ReadOnlyFields returns the members of an object of type t's wire form
+// that no patch may set, or nil for an unknown type.
+func ReadOnlyFields(t idcodec.Type) []string {
+	d, ok := TypeOf(t)
+	if !ok {
+		return nil
+	}
+	out := slices.Clone(envelope)
+	for _, f := range d.Wire {
+		if !slices.Contains(d.Editable, f.Name) {
+			out = append(out, f.Name)
+		}
+	}
+	return out
+}
 
 // CheckPatch checks that patch is a JSON object naming only fields that an
 // object of type t lets a client edit. It returns an EInvalid *Error that
@@ -51,7 +67,7 @@ func CheckPatch(t idcodec.Type, patch []byte) error {
 	for _, name := range members {
 		switch {
 		case slices.Contains(d.Editable, name):
-		case slices.Contains(readOnlyFields, name):
+		case slices.Contains(envelope, name) || slices.ContainsFunc(d.Wire, func(f WireField) bool { return f.Name == name }):
 			return Errorf(EInvalid, "%s is read-only", name)
 		default:
 			return Errorf(EInvalid, "unknown field %q", name)

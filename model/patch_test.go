@@ -3,6 +3,7 @@ package model
 import (
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,6 +95,10 @@ func TestCheckPatch(t *testing.T) {
 		{"version", idcodec.TypeBoard, `{"version":2}`, "version is read-only"},
 		{"created_at", idcodec.TypeBoard, `{"created_at":"x"}`, "created_at is read-only"},
 		{"updated_at", idcodec.TypeBoard, `{"updated_at":"x"}`, "updated_at is read-only"},
+		{"counts", idcodec.TypeBoard, `{"counts":{}}`, "counts is read-only"},
+		{"saved_from", idcodec.TypePin, `{"saved_from":"1"}`, "saved_from is read-only"},
+		{"secret", idcodec.TypePin, `{"secret":true}`, "secret is read-only"},
+		{"owner_id of a user", idcodec.TypeUser, `{"owner_id":"1"}`, `unknown field "owner_id"`},
 		{"active", idcodec.TypeUser, `{"active":false}`, `unknown field "active"`},
 		{"another type's field", idcodec.TypeUser, `{"name":"x"}`, `unknown field "name"`},
 		{"not an object", idcodec.TypeUser, `["a"]`, "JSON object"},
@@ -155,5 +160,24 @@ func TestPatchDoc(t *testing.T) {
 				t.Fatalf("error %v, want %s with %q", err, c.code, c.substr)
 			}
 		})
+	}
+}
+
+// TestReadOnlyFollowsTheDeclaration: a member a type's declaration puts
+// on its wire form but not among its editable ones is read-only, with no
+// list to update: here a field added to the pin's declaration.
+func TestReadOnlyFollowsTheDeclaration(t *testing.T) {
+	d := &objectTypes[idcodec.TypePin]
+	saved := d.Wire
+	d.Wire = append(slices.Clone(saved), WireField{"creator_id", ""})
+	defer func() { d.Wire = saved }()
+	if err := CheckPatch(idcodec.TypePin, []byte(`{"creator_id":"1"}`)); ErrorCode(err) != EInvalid || ErrorMessage(err) != "creator_id is read-only" {
+		t.Errorf("PATCH with a declared, not editable member: %v; want creator_id is read-only", err)
+	}
+	if !slices.Contains(ReadOnlyFields(idcodec.TypePin), "creator_id") {
+		t.Errorf("ReadOnlyFields(pin) = %v, want creator_id among them", ReadOnlyFields(idcodec.TypePin))
+	}
+	if got := ReadOnlyFields(idcodec.TypeComment); slices.Contains(got, "text") || !slices.Contains(got, "author_id") {
+		t.Errorf("ReadOnlyFields(comment) = %v", got)
 	}
 }
