@@ -86,10 +86,10 @@ type Options struct {
 	// change logs and triggers are removed): the source databases after
 	// Finish, the target's after a Revert.
 	KeepSource bool
-	Abort      bool      // roll back the move in progress (before its switch) instead of finishing it
-	Parallel   int       // shards copied at once; default 4 (the pass while writes are held runs 4 times as many)
-	Batch      int       // rows per copy chunk, and change log entries per catch-up batch; default 1000
-	PoolSize   int       // connections per host (PINSTORE_POOL_SIZE); default 64
+	Abort      bool // roll back the move in progress (before its switch) instead of finishing it
+	Parallel   int  // shards copied at once; default 4 (the pass while writes are held runs 4 times as many)
+	Batch      int  // rows per copy chunk, and change log entries per catch-up batch; default 1000
+	PoolSize   int  // connections per host (PINSTORE_POOL_SIZE); default 64
 	// Throttle are the limits the work done while writes flow (the copy,
 	// catch-up passes, the check, keeping the old copies) waits under
 	// before each chunk or batch: Threads_running on the source and
@@ -97,7 +97,7 @@ type Options struct {
 	// pass while writes are held is never throttled. Zero fields take
 	// package throttle's defaults.
 	Throttle throttle.Limits
-	Progress   io.Writer // receives progress lines; nil for none
+	Progress io.Writer // receives progress lines; nil for none
 
 	hook  func(step string) error // tests: fail at a step as a kill would
 	every time.Duration           // tests: how often progress is printed; default a second
