@@ -367,6 +367,9 @@ func drainLog(ctx context.Context, w shardWork, tables map[string]tableInfo, bat
 	}
 	var total int64
 	for {
+		if err := w.pause(ctx); err != nil {
+			return total, err
+		}
 		n, err := applyLog(ctx, w, tables, batch, upto, seen, counts)
 		total += int64(n)
 		if err != nil || n < batch {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
+	"github.com/pinstore/pinstore/cluster/throttle"
 	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
@@ -22,6 +23,39 @@ type shardWork struct {
 	name     string
 	src, dst *sqlx.DB
 	tally    *tally
+	// wait is called before each chunk or batch: the throttle, or nil
+	// (while writes are held).
+	wait func(context.Context) error
+}
+
+// pause waits for w's throttle, if any.
+func (w shardWork) pause(ctx context.Context) error {
+	if w.wait == nil {
+		return nil
+	}
+	return w.wait(ctx)
+}
+
+// throttleHosts are the hosts the throttle reads for shard work between
+// hosts a and b (names in m): each master's Threads_running, and the lag
+// of every replica the map names for it.
+func (mv *mover) throttleHosts(m *shardmap.Map, names ...string) []throttle.Host {
+	var out []throttle.Host
+	for _, name := range names {
+		spec, ok := m.Hosts[name]
+		if !ok || spec.Master == "" {
+			continue
+		}
+		if db, err := mv.hosts.pool(spec.Master); err == nil {
+			out = append(out, throttle.Host{Name: name, DB: db})
+		}
+		for i, dsn := range spec.ReplicaDSNs() {
+			if db, err := mv.hosts.pool(dsn); err == nil {
+				out = append(out, throttle.Host{Name: fmt.Sprintf("%s replica %d", name, i+1), DB: db, Replica: true})
+			}
+		}
+	}
+	return out
 }
 
 // eachShard runs fn on every shard of the move, par at a time, printing
@@ -50,6 +84,13 @@ func (mv *mover) eachShard(ctx context.Context, m *shardmap.Map, what string, ba
 				return err
 			}
 			w := shardWork{n: sh, name: m.DBName(sh), src: source, dst: target, tally: &tally{m: mt}}
+			if what != "final pass" {
+				th := mv.throttleHosts(m, st.source(sh), st.To)
+				w.wait = func(ctx context.Context) error { return mv.throttle.Wait(ctx, th) }
+				if err := w.pause(ctx); err != nil {
+					return err
+				}
+			}
 			if back {
 				w.src, w.dst = w.dst, w.src
 			}
@@ -341,6 +382,9 @@ func syncTable(ctx context.Context, w shardWork, tb tableInfo, batch int) (int64
 	var written int64
 	var lo []any
 	for {
+		if err := w.pause(ctx); err != nil {
+			return written, err
+		}
 		hi, err := chunkEnd(ctx, w.src, w.name, tb, lo, batch)
 		if err != nil {
 			return written, err
@@ -372,6 +416,9 @@ func copyAll(ctx context.Context, w shardWork, tb tableInfo, batch int) (int64, 
 	var written int64
 	var lo []any
 	for {
+		if err := w.pause(ctx); err != nil {
+			return written, err
+		}
 		where, args := tb.keyCond(lo, nil)
 		rows, last, err := fetchRows(ctx, w.src, "SELECT "+tb.colList()+" FROM "+w.name+".`"+tb.name+"`"+where+" ORDER BY "+tb.pkList()+" LIMIT "+strconv.Itoa(batch), tb, args)
 		if err != nil || len(rows) == 0 {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pinstore/pinstore/cluster/throttle"
 	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardmap"
@@ -85,11 +86,18 @@ type Options struct {
 	// change logs and triggers are removed): the source databases after
 	// Finish, the target's after a Revert.
 	KeepSource bool
-	Abort      bool      // roll back the move in progress (before its switch) instead of finishing it
-	Parallel   int       // shards copied at once; default 4 (the pass while writes are held runs 4 times as many)
-	Batch      int       // rows per copy chunk, and change log entries per catch-up batch; default 1000
-	PoolSize   int       // connections per host (PINSTORE_POOL_SIZE); default 64
-	Progress   io.Writer // receives progress lines; nil for none
+	Abort      bool // roll back the move in progress (before its switch) instead of finishing it
+	Parallel   int  // shards copied at once; default 4 (the pass while writes are held runs 4 times as many)
+	Batch      int  // rows per copy chunk, and change log entries per catch-up batch; default 1000
+	PoolSize   int  // connections per host (PINSTORE_POOL_SIZE); default 64
+	// Throttle are the limits the work done while writes flow (the copy,
+	// catch-up passes, the check, keeping the old copies) waits under
+	// before each chunk or batch: Threads_running on the source and
+	// target hosts, the lag of the replicas the map names for them. The
+	// pass while writes are held is never throttled. Zero fields take
+	// package throttle's defaults.
+	Throttle throttle.Limits
+	Progress io.Writer // receives progress lines; nil for none
 
 	hook  func(step string) error // tests: fail at a step as a kill would
 	every time.Duration           // tests: how often progress is printed; default a second
@@ -136,6 +144,8 @@ type mover struct {
 	counts   map[int]*rowCounts  // by shard: row counts read at the check before the hold, carried forward since
 	checked  bool                // the check ran in this run
 	verified atomic.Int64
+
+	throttle *throttle.Throttler // holds the work done while writes flow back while the hosts are busy
 }
 
 // Move moves shards opt.First … opt.Last to host opt.To, or resumes the
@@ -174,6 +184,7 @@ func Move(ctx context.Context, opt Options) (Report, error) {
 	}
 	mv.defaults()
 	mv.hosts = newHosts(mv.opt.PoolSize)
+	mv.throttle = throttle.New(mv.opt.Throttle, mv.logf)
 	rep, err := mv.rep, mv.load(ctx)
 	if err == nil {
 		rep, err = mv.run(ctx)

@@ -36,6 +36,7 @@ commands:
   move-shards --range A-B --to HOST [--finish | --revert | --abort]
               [--servers URL,URL… | --settle D] [--confirm-timeout D]
               [--keep D] [--keep-source] [--parallel N] [--batch N]
+              [--max-threads-running N] [--max-replica-lag D] [--throttle-max-wait D]
                              move a range of shards to another host of the map; the move stays
                              open (reversible) until --finish; --revert moves the range back
   topology push FILE [--revision N] [--init] | pull [--out FILE]

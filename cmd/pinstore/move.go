@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pinstore/pinstore/cluster/reshard"
+	"github.com/pinstore/pinstore/cluster/throttle"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
@@ -41,6 +42,9 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 	confirmWait := fs.Duration("confirm-timeout", time.Minute, "with --servers or PINSTORE_TOPOLOGY: how long a server may take to report a new map before the move stops")
 	par := fs.Int("parallel", 4, "shards copied at once")
 	batch := fs.Int("batch", 1000, "rows per copy chunk")
+	maxThreads := fs.Int("max-threads-running", throttle.DefaultThreadsRunning, "before each copy chunk or catch-up batch, wait while the source's or target's Threads_running is above this (-1: never)")
+	maxLag := fs.Duration("max-replica-lag", throttle.DefaultReplicaLag, "before each copy chunk or catch-up batch, wait while a replica of the source or target lags more than this (-1s: never)")
+	maxWait := fs.Duration("throttle-max-wait", throttle.DefaultMaxWait, "the longest one throttle wait lasts before the move carries on anyway")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -74,6 +78,7 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 		Settle: *settle, MapPoll: poll, KeepSource: *keep, Abort: *abort,
 		Finish: *finish, Revert: *revert, Keep: *keepFor,
 		Parallel: *par, Batch: *batch, Progress: stdout,
+		Throttle: throttle.Limits{ThreadsRunning: *maxThreads, ReplicaLag: *maxLag, MaxWait: *maxWait},
 	}
 	stateAt := reshard.LockPath(cfg.MapFile)
 	switch {

@@ -1,0 +1,163 @@
+package throttle_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+
+	"github.com/pinstore/pinstore/cluster/throttle"
+	"github.com/pinstore/pinstore/internal/testenv"
+	"github.com/pinstore/pinstore/store/topology"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testenv.Cleanup()
+	os.Exit(code)
+}
+
+// lines collects what the throttler says, and signals each line.
+type lines struct {
+	mu  sync.Mutex
+	all []string
+	new chan string
+}
+
+func (l *lines) logf(format string, args ...any) {
+	s := fmt.Sprintf(format, args...)
+	l.mu.Lock()
+	l.all = append(l.all, s)
+	l.mu.Unlock()
+	select {
+	case l.new <- s:
+	default:
+	}
+}
+
+// busy holds n connections of db in SELECT SLEEP until the returned
+// function kills them and waits for them to end.
+func busy(t *testing.T, db *sqlx.DB, n int) (stop func()) {
+	t.Helper()
+	var ids []int64
+	var wg sync.WaitGroup
+	for range n {
+		conn, err := db.Connx(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var id int64
+		if err := conn.QueryRowContext(context.Background(), "SELECT CONNECTION_ID()").Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer conn.Close()
+			var r int
+			_ = conn.QueryRowContext(context.Background(), "SELECT SLEEP(600)").Scan(&r)
+		}()
+	}
+	// Threads_running counts them once they run.
+	for {
+		got, err := throttle.ThreadsRunning(context.Background(), db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got > n {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return func() {
+		for _, id := range ids {
+			if _, err := db.Exec("KILL QUERY ?", id); err != nil {
+				t.Errorf("kill %d: %v", id, err)
+			}
+		}
+		wg.Wait()
+	}
+}
+
+// TestWaitsWhileThreadsRunningHigh: while more statements run on a host
+// than the limit, Wait does not return and says why ("throttled:
+// threads_running N > 4 on a"); once they end it returns, and counts the
+// wait. Without a cause to wait it returns at once, saying nothing.
+func TestWaitsWhileThreadsRunningHigh(t *testing.T) {
+	h := testenv.StartHost(t, "throttle-threads")
+	db, err := topology.Dial(h.DSN(), 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out := &lines{new: make(chan string, 1)}
+	th := throttle.New(throttle.Limits{ThreadsRunning: 4, MaxWait: time.Hour, Poll: 50 * time.Millisecond}, out.logf)
+	hosts := []throttle.Host{{Name: "a", DB: db}}
+	ctx := context.Background()
+
+	if err := th.Wait(ctx, hosts); err != nil {
+		t.Fatal(err)
+	}
+	if d, n := th.Waited(); n != 0 || d != 0 || len(out.all) != 0 {
+		t.Fatalf("an idle host held the work back: %v in %d waits, said %q", d, n, out.all)
+	}
+
+	// A new throttler: the first one's reading of the idle host is fresh.
+	th = throttle.New(throttle.Limits{ThreadsRunning: 4, MaxWait: time.Hour, Poll: 50 * time.Millisecond}, out.logf)
+	stop := busy(t, db, 6)
+	done := make(chan error, 1)
+	go func() { done <- th.Wait(ctx, hosts) }()
+	line := <-out.new
+	if !strings.HasPrefix(line, "throttled: threads_running ") || !strings.HasSuffix(line, " > 4 on a") {
+		t.Fatalf("the throttler said %q, want throttled: threads_running N > 4 on a", line)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned (%v) while 6 statements still ran", err)
+	default:
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if _, n := th.Waited(); n != 1 {
+		t.Fatalf("Waited counts %d waits, want 1", n)
+	}
+}
+
+// TestWaitIsBounded: a host that stays busy holds the work back for
+// MaxWait at most; then Wait returns and says it carries on.
+func TestWaitIsBounded(t *testing.T) {
+	h := testenv.StartHost(t, "throttle-bounded")
+	db, err := topology.Dial(h.DSN(), 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	stop := busy(t, db, 6)
+	defer stop()
+	out := &lines{new: make(chan string, 1)}
+	th := throttle.New(throttle.Limits{ThreadsRunning: 4, MaxWait: 300 * time.Millisecond, Poll: 50 * time.Millisecond}, out.logf)
+	if err := th.Wait(context.Background(), []throttle.Host{{Name: "a", DB: db}}); err != nil {
+		t.Fatal(err)
+	}
+	out.mu.Lock()
+	last := out.all[len(out.all)-1]
+	out.mu.Unlock()
+	if !strings.HasPrefix(last, "throttle: threads_running ") || !strings.HasSuffix(last, "; carrying on") {
+		t.Fatalf("the last line is %q, want throttle: … carrying on", last)
+	}
+	// A cancelled context ends a wait at once.
+	th = throttle.New(throttle.Limits{ThreadsRunning: 4, MaxWait: time.Hour}, nil)
+	cctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := th.Wait(cctx, []throttle.Host{{Name: "a", DB: db}}); err == nil {
+		t.Fatal("Wait on a busy host with a cancelled context returned nil")
+	}
+}
