@@ -44,6 +44,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 )
@@ -224,9 +225,9 @@ func (fuzzStore) HasMany(context.Context, model.Mapping, uint64, []uint64) ([]bo
 func (fuzzStore) HasManyLive(context.Context, model.Mapping, uint64, []uint64) ([]bool, []model.Object, error) {
 	return nil, nil, fuzzUnexpected("HasManyLive")
 }
-func (fuzzStore) Ready(context.Context) []model.Health { return nil }
-func (fuzzStore) ShardMapInfo(context.Context) model.ShardMapInfo {
-	return model.ShardMapInfo{}
+func (fuzzStore) Ready(context.Context) []fleet.Health { return nil }
+func (fuzzStore) ShardMapInfo(context.Context) fleet.ShardMapInfo {
+	return fleet.ShardMapInfo{}
 }
 
 // newFuzzServer is a Server on a fuzzStore, with default limits and no

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 )
@@ -22,7 +23,7 @@ type fakeStore struct {
 	update  func(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func([]byte) ([]byte, error)) (model.Object, error)
 	list    func(ctx context.Context, m model.Mapping, from uint64, p model.Page) (model.List, error)
 	owners  func(ctx context.Context, pins []uint64) (map[uint64]uint64, error)
-	ready   func(ctx context.Context) []model.Health
+	ready   func(ctx context.Context) []fleet.Health
 	calls   []string
 }
 
@@ -173,11 +174,11 @@ func (f *fakeStore) Owners(ctx context.Context, pins []uint64) (map[uint64]uint6
 	}
 	return nil, unset("Owners")
 }
-func (f *fakeStore) ShardMapInfo(ctx context.Context) model.ShardMapInfo {
+func (f *fakeStore) ShardMapInfo(ctx context.Context) fleet.ShardMapInfo {
 	f.note("ShardMapInfo")
-	return model.ShardMapInfo{}
+	return fleet.ShardMapInfo{}
 }
-func (f *fakeStore) Ready(ctx context.Context) []model.Health {
+func (f *fakeStore) Ready(ctx context.Context) []fleet.Health {
 	f.note("Ready")
 	if f.ready != nil {
 		return f.ready(ctx)

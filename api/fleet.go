@@ -11,6 +11,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/model"
 )
 
@@ -33,7 +34,7 @@ const fleetCSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'uns
 type FleetHome interface {
 	// Move is the move in progress as its mover records it; nil, nil
 	// when there is none.
-	Move(ctx context.Context) (*model.MoveStatus, error)
+	Move(ctx context.Context) (*fleet.MoveStatus, error)
 	// LastRewrite is the note the last tool to rewrite the map left at
 	// its top; empty when none (or the map could not be read).
 	LastRewrite(ctx context.Context) string
@@ -51,14 +52,14 @@ func (s *Server) fleetPage(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// fleet: GET /v1/admin/fleet, what the fleet page shows (model.FleetStatus).
+// fleet: GET /v1/admin/fleet, what the fleet page shows (fleet.FleetStatus).
 func (s *Server) fleet(w http.ResponseWriter, r *http.Request) error {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
-	st := model.FleetStatus{ShardMapInfo: s.ops.ShardMapInfo(ctx), Server: r.Host, Backups: []model.BackupStatus{}}
+	st := fleet.FleetStatus{ShardMapInfo: s.ops.ShardMapInfo(ctx), Server: r.Host, Backups: []fleet.BackupStatus{}}
 	if len(st.Servers) == 0 && st.Revision == 0 {
 		// A map file: this server is the only one the route knows of.
-		st.Servers = []model.ServerInfo{{ID: "this server", Addr: r.Host, Version: st.Version}}
+		st.Servers = []fleet.ServerInfo{{ID: "this server", Addr: r.Host, Version: st.Version}}
 	}
 	if s.fleetHome != nil {
 		mv, err := s.fleetHome.Move(ctx)
@@ -87,8 +88,8 @@ type requestRates struct {
 	total, errors float64
 }
 
-func (rr *requestRates) look(fams []*dto.MetricFamily, now time.Time) model.RequestStats {
-	var st model.RequestStats
+func (rr *requestRates) look(fams []*dto.MetricFamily, now time.Time) fleet.RequestStats {
+	var st fleet.RequestStats
 	var buckets map[float64]uint64
 	var count uint64
 	for _, f := range fams {
@@ -163,8 +164,8 @@ func quantile(q float64, buckets map[float64]uint64, count uint64) float64 {
 	return lower
 }
 
-func writeBuffer(fams []*dto.MetricFamily) model.WriteBufferStats {
-	var wb model.WriteBufferStats
+func writeBuffer(fams []*dto.MetricFamily) fleet.WriteBufferStats {
+	var wb fleet.WriteBufferStats
 	for _, f := range fams {
 		for _, m := range f.GetMetric() {
 			switch f.GetName() {
@@ -182,13 +183,13 @@ func writeBuffer(fams []*dto.MetricFamily) model.WriteBufferStats {
 
 // backups reads the backup loop's age gauges (serve --backups); an
 // infinite age (no backup yet) is nil.
-func backups(fams []*dto.MetricFamily) []model.BackupStatus {
-	by := map[string]*model.BackupStatus{}
-	get := func(host string) *model.BackupStatus {
+func backups(fams []*dto.MetricFamily) []fleet.BackupStatus {
+	by := map[string]*fleet.BackupStatus{}
+	get := func(host string) *fleet.BackupStatus {
 		if b := by[host]; b != nil {
 			return b
 		}
-		b := &model.BackupStatus{Host: host}
+		b := &fleet.BackupStatus{Host: host}
 		by[host] = b
 		return b
 	}
@@ -207,7 +208,7 @@ func backups(fams []*dto.MetricFamily) []model.BackupStatus {
 			}
 		}
 	}
-	out := make([]model.BackupStatus, 0, len(by))
+	out := make([]fleet.BackupStatus, 0, len(by))
 	for _, b := range by {
 		out = append(out, *b)
 	}

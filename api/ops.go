@@ -6,17 +6,16 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-
-	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/cluster/fleet"
 )
 
 // Ops is what the operational routes read: /readyz and the shard map.
 type Ops interface {
 	// Ready checks every host and Redis; each check names what is down.
-	Ready(ctx context.Context) []model.Health
+	Ready(ctx context.Context) []fleet.Health
 	// ShardMapInfo describes the shard map in force, with each host's
 	// health; never a DSN.
-	ShardMapInfo(ctx context.Context) model.ShardMapInfo
+	ShardMapInfo(ctx context.Context) fleet.ShardMapInfo
 }
 
 // decodeID: GET /v1/ids/{id}, pure arithmetic.
@@ -68,7 +67,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	if resp.Checks == nil {
-		resp.Checks = []model.Health{}
+		resp.Checks = []fleet.Health{}
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	return writeJSON(w, status, resp)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
 )
@@ -88,7 +89,7 @@ type IDInfo struct {
 // ReadyResponse is the body of /readyz.
 type ReadyResponse struct {
 	Status string         `json:"status"`
-	Checks []model.Health `json:"checks"`
+	Checks []fleet.Health `json:"checks"`
 }
 
 // Request bodies. IDs are strings here so that a bad one is reported under

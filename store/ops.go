@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardmap"
@@ -24,7 +25,7 @@ type TopologySource interface {
 	// Revision is the topology's revision of the map in force.
 	Revision() int64
 	// Servers lists the servers following the topology.
-	Servers(ctx context.Context) ([]model.ServerInfo, error)
+	Servers(ctx context.Context) ([]fleet.ServerInfo, error)
 }
 
 // Ops is what operators and the admin routes use: the map in force and its
@@ -43,11 +44,11 @@ func (s *Ops) Map() *shardmap.Map { return s.router.Map() }
 // hosts' last provisioning check (provision.go). Errors name the host,
 // never its DSN. Redis down degrades the server but does not make it
 // unready: every read and write goes on without it, only slower.
-func (s *Ops) Ready(ctx context.Context) []model.Health {
+func (s *Ops) Ready(ctx context.Context) []fleet.Health {
 	hosts := s.router.Current().Hosts()
-	out := make([]model.Health, len(hosts)+1, len(hosts)+2)
+	out := make([]fleet.Health, len(hosts)+1, len(hosts)+2)
 	if src := s.cfg.Source; src != nil {
-		h := model.Health{Name: "topology", OK: true, Degrades: true}
+		h := fleet.Health{Name: "topology", OK: true, Degrades: true}
 		if ok, why := src.Health(); !ok {
 			h.OK, h.Error = false, why
 		}
@@ -56,11 +57,11 @@ func (s *Ops) Ready(ctx context.Context) []model.Health {
 	var wg sync.WaitGroup
 	for i, h := range hosts {
 		wg.Go(func() {
-			out[i] = model.Health{Name: "mysql:" + h.Name, OK: true}
+			out[i] = fleet.Health{Name: "mysql:" + h.Name, OK: true}
 			c, cancel := context.WithTimeout(ctx, time.Second)
 			defer cancel()
 			if err := h.DB.PingContext(c); err != nil {
-				out[i] = model.Health{Name: "mysql:" + h.Name, Error: fmt.Sprintf("mysql host %q at %s is not answering", h.Name, h.Addr)}
+				out[i] = fleet.Health{Name: "mysql:" + h.Name, Error: fmt.Sprintf("mysql host %q at %s is not answering", h.Name, h.Addr)}
 			}
 		})
 	}
@@ -129,17 +130,17 @@ func (s *Ops) Hosts(ctx context.Context) []HostStatus {
 
 // ShardMapInfo describes the shard map in force and pings its hosts, for
 // the admin route. It carries host addresses, never DSNs.
-func (s *Ops) ShardMapInfo(ctx context.Context) model.ShardMapInfo {
+func (s *Ops) ShardMapInfo(ctx context.Context) fleet.ShardMapInfo {
 	t := s.router.Current()
 	m := t.Map()
-	info := model.ShardMapInfo{
+	info := fleet.ShardMapInfo{
 		Version:  m.Version(),
 		Source:   s.cfg.MapFile,
 		LoadedAt: t.Loaded(),
 		Shards:   m.Shards,
 		DBPrefix: m.DBPrefix,
-		Hosts:    []model.HostInfo{},
-		Ranges:   make([]model.RangeInfo, 0, len(m.Ranges)),
+		Hosts:    []fleet.HostInfo{},
+		Ranges:   make([]fleet.RangeInfo, 0, len(m.Ranges)),
 	}
 	if info.Source == "" {
 		info.Source = "PINSTORE_MYSQL_DSN"
@@ -157,12 +158,12 @@ func (s *Ops) ShardMapInfo(ctx context.Context) model.ShardMapInfo {
 		info.Servers = servers
 	}
 	for _, h := range s.Hosts(ctx) {
-		info.Hosts = append(info.Hosts, model.HostInfo{Name: h.Name, Addr: h.Addr, Replica: h.Replica, OK: h.OK, Error: h.Error,
+		info.Hosts = append(info.Hosts, fleet.HostInfo{Name: h.Name, Addr: h.Addr, Replica: h.Replica, OK: h.OK, Error: h.Error,
 			GTIDPosition: h.Replication.GTIDPosition, SemiSync: h.Replication.SemiSync, ReplicaReads: h.ReplicaReads, Replicas: h.Replication.Replicas})
 	}
 	sort.Slice(info.Hosts, func(i, j int) bool { return info.Hosts[i].Name < info.Hosts[j].Name })
 	for _, r := range m.Ranges {
-		info.Ranges = append(info.Ranges, model.RangeInfo{First: r.First, Last: r.Last, Host: r.Host, Open: r.IsOpen(), ReadOnly: r.ReadOnly})
+		info.Ranges = append(info.Ranges, fleet.RangeInfo{First: r.First, Last: r.Last, Host: r.Host, Open: r.IsOpen(), ReadOnly: r.ReadOnly})
 	}
 	sort.Slice(info.Ranges, func(i, j int) bool { return info.Ranges[i].First < info.Ranges[j].First })
 	return info
@@ -172,11 +173,11 @@ func (s *Ops) ShardMapInfo(ctx context.Context) model.ShardMapInfo {
 // the server (the caches are skipped). With Redis disabled
 // it is not asked: the check says Disabled (and not OK), and nothing
 // depends on it.
-func (s *Ops) redisHealth(ctx context.Context) model.Health {
+func (s *Ops) redisHealth(ctx context.Context) fleet.Health {
 	if s.redis == nil { // PINSTORE_REDIS_DISABLED: nothing to ask, and nothing waits on it
-		return model.Health{Name: "redis", Disabled: true}
+		return fleet.Health{Name: "redis", Disabled: true}
 	}
-	h := model.Health{Name: "redis", OK: true, Degrades: true}
+	h := fleet.Health{Name: "redis", OK: true, Degrades: true}
 	c, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if err := s.redis.Ping(c).Err(); err != nil {

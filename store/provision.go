@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/migrations"
-	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/topology"
 )
 
@@ -131,10 +131,10 @@ func checkHost(ctx context.Context, t *topology.Topology, h *topology.Host, newe
 // missing or the host records another deployment; degrading when the
 // shards are behind this binary's newest migration, or migrate never
 // recorded them, or the host did not answer (its mysql check says so).
-func (s *Ops) provisionHealth() []model.Health {
+func (s *Ops) provisionHealth() []fleet.Health {
 	s.provision.mu.Lock()
 	defer s.provision.mu.Unlock()
-	out := make([]model.Health, 0, len(s.provision.results))
+	out := make([]fleet.Health, 0, len(s.provision.results))
 	for _, p := range s.provision.results {
 		out = append(out, p.Health(s.provision.prefix, s.provision.shards))
 	}
@@ -144,8 +144,8 @@ func (s *Ops) provisionHealth() []model.Health {
 // Health is the check as /readyz shows it for a deployment of prefix and
 // shards: not OK and not Degrades when the host cannot take this
 // deployment's writes.
-func (p Provisioned) Health(prefix string, shards int) model.Health {
-	h := model.Health{Name: "shards:" + p.Host, OK: true}
+func (p Provisioned) Health(prefix string, shards int) fleet.Health {
+	h := fleet.Health{Name: "shards:" + p.Host, OK: true}
 	switch {
 	case !p.Checked:
 		h.OK, h.Degrades, h.Error = false, true, p.Err

@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
@@ -77,7 +78,7 @@ type moveProgress struct {
 // lock: the file <map file>.move or the etcd key <prefix>/move) for
 // display, without taking the lock. Empty data is no move (nil, nil); a
 // state that does not parse is an error.
-func MoveStatus(data []byte) (*model.MoveStatus, error) {
+func MoveStatus(data []byte) (*fleet.MoveStatus, error) {
 	if len(strings.TrimSpace(string(data))) == 0 {
 		return nil, nil
 	}
@@ -85,12 +86,12 @@ func MoveStatus(data []byte) (*model.MoveStatus, error) {
 	if err := yaml.Unmarshal(data, &st); err != nil {
 		return nil, fmt.Errorf("reshard.MoveStatus: %w", err)
 	}
-	out := &model.MoveStatus{Range: st.Range, To: st.To, From: []string{}, Phase: st.Step, Started: st.Started, Note: st.Note, Copied: st.Copied}
+	out := &fleet.MoveStatus{Range: st.Range, To: st.To, From: []string{}, Phase: st.Step, Started: st.Started, Note: st.Note, Copied: st.Copied}
 	for _, f := range st.From {
 		out.From = append(out.From, f.Shards+" on "+f.Host)
 	}
 	if p := st.Progress; p != nil {
-		out.Progress = &model.MoveProgress{Pass: p.Pass, ShardsDone: p.ShardsDone, Shards: p.Shards, Rows: p.Rows, RowsTotal: p.RowsTotal,
+		out.Progress = &fleet.MoveProgress{Pass: p.Pass, ShardsDone: p.ShardsDone, Shards: p.Shards, Rows: p.Rows, RowsTotal: p.RowsTotal,
 			RowsPerSec: p.RowsPerSec, SecondsLeft: p.SecondsLeft, Updated: p.Updated}
 	}
 	return out, nil

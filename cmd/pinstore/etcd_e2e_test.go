@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/pinstore/pinstore/cluster/etcdtopo"
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/model"
@@ -81,9 +82,9 @@ func (f *etcdFleet) tools() map[string]string {
 	return env
 }
 
-func shardMapOf(t *testing.T, s *server) model.ShardMapInfo {
+func shardMapOf(t *testing.T, s *server) fleet.ShardMapInfo {
 	t.Helper()
-	var info model.ShardMapInfo
+	var info fleet.ShardMapInfo
 	s.must(http.StatusOK, http.MethodGet, "/v1/admin/shard-map", nil).decode(t, &info)
 	return info
 }
@@ -112,16 +113,16 @@ func readiness(t *testing.T, s *server) (int, readyBody) {
 
 type readyBody struct {
 	Status string         `json:"status"`
-	Checks []model.Health `json:"checks"`
+	Checks []fleet.Health `json:"checks"`
 }
 
-func (b readyBody) check(name string) model.Health {
+func (b readyBody) check(name string) fleet.Health {
 	for _, c := range b.Checks {
 		if c.Name == name {
 			return c
 		}
 	}
-	return model.Health{Name: name + " (missing)"}
+	return fleet.Health{Name: name + " (missing)"}
 }
 
 // waitReady polls /readyz until cond holds.
@@ -178,7 +179,7 @@ func TestEtcdTopology(t *testing.T) {
 	f.waitAll(t, v0)
 
 	// Every server registered, with the map it routes by.
-	var info model.ShardMapInfo
+	var info fleet.ShardMapInfo
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		info = shardMapOf(t, s0)

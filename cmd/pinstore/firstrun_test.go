@@ -15,8 +15,8 @@ import (
 	"testing"
 
 	"github.com/pinstore/pinstore/auth"
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/internal/testenv"
-	"github.com/pinstore/pinstore/model"
 )
 
 // TestReadyzRedisDisabled: with PINSTORE_REDIS_DISABLED=true, /readyz
@@ -25,10 +25,10 @@ func TestReadyzRedisDisabled(t *testing.T) {
 	s := startServerEnv(t, map[string]string{"PINSTORE_REDIS_DISABLED": "true"})
 	var ready struct {
 		Status string
-		Checks []model.Health
+		Checks []fleet.Health
 	}
 	s.must(http.StatusOK, http.MethodGet, "/readyz", nil).decode(t, &ready)
-	var redis *model.Health
+	var redis *fleet.Health
 	for i, c := range ready.Checks {
 		switch {
 		case c.Name == "redis":

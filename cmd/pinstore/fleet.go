@@ -10,8 +10,8 @@ import (
 	"strings"
 
 	"github.com/pinstore/pinstore/api"
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/cluster/reshard"
-	"github.com/pinstore/pinstore/model"
 )
 
 // fleetHome reads, for the fleet route, the move in progress and the
@@ -24,7 +24,7 @@ type fleetHome struct {
 
 var _ api.FleetHome = fleetHome{}
 
-func (h fleetHome) Move(ctx context.Context) (*model.MoveStatus, error) {
+func (h fleetHome) Move(ctx context.Context) (*fleet.MoveStatus, error) {
 	var data []byte
 	var err error
 	switch {

@@ -13,8 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-
-	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/cluster/fleet"
 )
 
 // TestFleetPageInBrowser opens /fleet from a real server following an
@@ -62,7 +61,7 @@ func TestFleetPageInBrowser(t *testing.T) {
 	if cc := r.Header.Get("Cache-Control"); cc != "no-store" {
 		t.Fatalf("Cache-Control %q", cc)
 	}
-	var st model.FleetStatus
+	var st fleet.FleetStatus
 	r.decode(t, &st)
 	if len(st.Hosts) != 2 || len(st.Servers) != 1 || st.Servers[0].Version != st.Version || st.Move != nil {
 		t.Fatalf("fleet before the move: %+v", st)
@@ -210,7 +209,7 @@ func TestFleetPageShowsStoppedReplica(t *testing.T) {
 		return rowHas(x, r.Addr(), "not replicating", "IO No, SQL No")
 	})
 	b.shot("replica-stopped")
-	var st model.FleetStatus
+	var st fleet.FleetStatus
 	s.must(http.StatusOK, http.MethodGet, "/v1/admin/fleet", nil).decode(t, &st)
 	if rp := st.Hosts[0].Replicas[0]; rp.Replicating || rp.ServesReads {
 		t.Fatalf("stopped replica in /v1/admin/fleet: %+v", rp)

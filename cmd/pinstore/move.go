@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/cluster/reshard"
 	"github.com/pinstore/pinstore/cluster/throttle"
 	"github.com/pinstore/pinstore/model"
@@ -161,7 +162,7 @@ func confirmServers(list, token string, timeout time.Duration) (func(context.Con
 		if resp.StatusCode != http.StatusOK {
 			return "", fmt.Errorf("GET %s/v1/admin/shard-map: HTTP %d (a service token with scope admin goes in PINSTORE_ADMIN_TOKEN)", base, resp.StatusCode)
 		}
-		var info model.ShardMapInfo
+		var info fleet.ShardMapInfo
 		if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&info); err != nil {
 			return "", fmt.Errorf("GET %s/v1/admin/shard-map: %w", base, err)
 		}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store"
 	"github.com/pinstore/pinstore/store/shardmap"
@@ -62,7 +63,7 @@ func runShards(ctx context.Context, args []string, getenv func(string) string, s
 func printHosts(ctx context.Context, s *store.Store, stdout io.Writer) error {
 	hosts := s.Hosts(ctx)
 	m := s.Map()
-	provisioned := map[string]model.Health{}
+	provisioned := map[string]fleet.Health{}
 	for _, p := range s.CheckProvisioning(ctx) {
 		provisioned[p.Host] = p.Health(m.DBPrefix, m.Shards)
 	}
@@ -123,7 +124,7 @@ func printHosts(ctx context.Context, s *store.Store, stdout io.Writer) error {
 
 // printServers prints the registered servers and the map each routes
 // by, marking those not on version with note.
-func printServers(stdout io.Writer, servers []model.ServerInfo, version, note string) {
+func printServers(stdout io.Writer, servers []fleet.ServerInfo, version, note string) {
 	fmt.Fprintf(stdout, "%d servers registered\n", len(servers))
 	for _, sv := range servers {
 		mark := ""
@@ -217,7 +218,7 @@ func shardsInvalidMap(ctx context.Context, getenv func(string) string, bad *inva
 
 // replicaLine says in one line what a replica reports: replicating or
 // not (and why), what it applied, and how far behind it is.
-func replicaLine(r model.ReplicaInfo) string {
+func replicaLine(r fleet.ReplicaInfo) string {
 	if !r.OK {
 		return "DOWN: " + r.Error
 	}

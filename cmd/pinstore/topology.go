@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pinstore/pinstore/cluster/etcdtopo"
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/cluster/reshard"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store"
@@ -64,14 +65,14 @@ func (t *etcdTopo) close() {
 }
 
 // servers lists the registered servers as the model shows them.
-func (t *etcdTopo) servers(ctx context.Context) ([]model.ServerInfo, error) {
+func (t *etcdTopo) servers(ctx context.Context) ([]fleet.ServerInfo, error) {
 	regs, _, err := t.c.Servers(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]model.ServerInfo, len(regs))
+	out := make([]fleet.ServerInfo, len(regs))
 	for i, r := range regs {
-		out[i] = model.ServerInfo{ID: r.ID, Addr: r.Addr, Version: r.Version, MapRevision: r.MapRev, Drained: r.Drained, Started: r.Started, Updated: r.Updated}
+		out[i] = fleet.ServerInfo{ID: r.ID, Addr: r.Addr, Version: r.Version, MapRevision: r.MapRev, Drained: r.Drained, Started: r.Started, Updated: r.Updated}
 	}
 	return out, nil
 }
@@ -106,7 +107,7 @@ func (s *topologySource) Revision() int64 {
 // Servers lists the registered servers. An operator command asks etcd.
 // A server answers from what it has (serversCache): the admin route must
 // not wait on an etcd that does not answer.
-func (s *topologySource) Servers(ctx context.Context) ([]model.ServerInfo, error) {
+func (s *topologySource) Servers(ctx context.Context) ([]fleet.ServerInfo, error) {
 	if s.f == nil {
 		return s.t.servers(ctx)
 	}
@@ -126,7 +127,7 @@ const (
 // that started it.
 type serversCache struct {
 	mu      sync.Mutex
-	list    []model.ServerInfo
+	list    []fleet.ServerInfo
 	at      time.Time     // when list was read; zero: never
 	failed  time.Time     // when the last read failed
 	err     error         // why
@@ -134,7 +135,7 @@ type serversCache struct {
 	started time.Time     // when it started
 }
 
-func (c *serversCache) get(ctx context.Context, t *etcdTopo) ([]model.ServerInfo, error) {
+func (c *serversCache) get(ctx context.Context, t *etcdTopo) ([]fleet.ServerInfo, error) {
 	c.mu.Lock()
 	if c.reading == nil && time.Since(c.failed) >= serversRetry {
 		done := make(chan struct{})

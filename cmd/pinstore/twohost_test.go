@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
-	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
@@ -226,7 +226,7 @@ func TestServeTwoHosts(t *testing.T) {
 	downPin := s.create("/v1/pins", map[string]any{"board_id": aBoard.ID, "description": "while h1 is down"}).ID
 	var ready struct {
 		Status string
-		Checks []model.Health
+		Checks []fleet.Health
 	}
 	s.must(http.StatusServiceUnavailable, http.MethodGet, "/readyz", nil).decode(t, &ready)
 	okByName := map[string]bool{}
@@ -305,15 +305,15 @@ func TestServeTwoHosts(t *testing.T) {
 	}
 }
 
-func (th *twoHosts) shardMap(t *testing.T) model.ShardMapInfo {
+func (th *twoHosts) shardMap(t *testing.T) fleet.ShardMapInfo {
 	t.Helper()
-	var info model.ShardMapInfo
+	var info fleet.ShardMapInfo
 	th.must(http.StatusOK, http.MethodGet, "/v1/admin/shard-map", nil).decode(t, &info)
 	return info
 }
 
 // waitForMap waits until the server routes by a map other than old.
-func (th *twoHosts) waitForMap(t *testing.T, old string) model.ShardMapInfo {
+func (th *twoHosts) waitForMap(t *testing.T, old string) fleet.ShardMapInfo {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

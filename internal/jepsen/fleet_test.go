@@ -17,9 +17,9 @@ import (
 
 	"github.com/pinstore/pinstore/auth"
 	"github.com/pinstore/pinstore/cluster/etcdtopo"
+	fleetinfo "github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/internal/netlab"
 	"github.com/pinstore/pinstore/internal/testenv"
-	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
 
@@ -257,8 +257,8 @@ func (f *fleet) roles() (master *dbNode, replicas, out []*dbNode) {
 }
 
 // shardMap is GET /v1/admin/shard-map on s.
-func (f *fleet) shardMap(s *server) (model.ShardMapInfo, error) {
-	var info model.ShardMapInfo
+func (f *fleet) shardMap(s *server) (fleetinfo.ShardMapInfo, error) {
+	var info fleetinfo.ShardMapInfo
 	req, _ := http.NewRequest(http.MethodGet, s.base+"/v1/admin/shard-map", nil)
 	req.Header.Set("Authorization", "Bearer "+serviceToken)
 	c := http.Client{Timeout: 5 * time.Second}

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pinstore/pinstore/model"
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/store/topology"
 )
 
@@ -15,7 +15,7 @@ import (
 type HostReport struct {
 	GTIDPosition string // the master's @@gtid_binlog_pos ("" when it did not answer)
 	SemiSync     bool   // the master is in semi-synchronous mode now
-	Replicas     []model.ReplicaInfo
+	Replicas     []fleet.ReplicaInfo
 }
 
 // Describe probes h's master and each replica (Probe, within ctx) and
@@ -34,11 +34,11 @@ func (t *Tracker) Describe(ctx context.Context, h *topology.Host) HostReport {
 	if merr == nil {
 		rep.GTIDPosition, rep.SemiSync = master.Binlog.String(), master.SemiSyncMasterOn
 	}
-	rep.Replicas = make([]model.ReplicaInfo, len(h.Replicas))
+	rep.Replicas = make([]fleet.ReplicaInfo, len(h.Replicas))
 	var wg sync.WaitGroup
 	for i, r := range h.Replicas {
 		wg.Go(func() {
-			info := model.ReplicaInfo{Addr: r.Addr}
+			info := fleet.ReplicaInfo{Addr: r.Addr}
 			defer func() { rep.Replicas[i] = info }()
 			s, err := Probe(c, r.DB)
 			if err != nil {
