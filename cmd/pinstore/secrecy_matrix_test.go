@@ -161,6 +161,8 @@ func matrixCases() map[string][]mcase {
 		"GET /docs/redoc.standalone.js": {{build: get("/docs/redoc.standalone.js"), ok: 200, public: 200}},
 		"GET /metrics":                  {{build: get("/metrics"), ok: 403, svc: 200, public: 403}},
 		"GET /v1/admin/shard-map":       {{build: get("/v1/admin/shard-map"), ok: 403, svc: 200, public: 403}},
+		"GET /fleet":                    {{build: get("/fleet"), ok: 200, public: 200}},
+		"GET /v1/admin/fleet":           {{build: get("/v1/admin/fleet"), ok: 403, svc: 200, public: 403}},
 		// The stream itself needs hosts with row binlogs (changes_e2e_test.go):
 		// here a malformed token, which a service token is told is one.
 		"GET /v1/changes":  {{build: get("/v1/changes?after=x"), ok: 403, svc: 400, public: 403}},
