@@ -67,7 +67,7 @@ func CheckPatch(t idcodec.Type, patch []byte) error {
 	for _, name := range members {
 		switch {
 		case slices.Contains(d.Editable, name):
-		case slices.Contains(envelope, name) || slices.ContainsFunc(d.Wire, func(f WireField) bool { return f.Name == name }):
+		case slices.Contains(ReadOnlyFields(t), name):
 			return Errorf(EInvalid, "%s is read-only", name)
 		default:
 			return Errorf(EInvalid, "unknown field %q", name)

@@ -17,13 +17,13 @@ import (
 // runShards is `pinstore shards`: the shard map, every host of it and
 // whether it answers (with its replicas), and with PINSTORE_TOPOLOGY the
 // servers registered in etcd and the map each routes by. It exits 1 when
-// any host does not answer, lacks the shard databases the map routes to
-// it (never migrated, or another deployment's), a replica does not
-// replicate, or the map in
-// etcd does not validate: then it says why, lists the servers, and shows
-// the map they route by (read from etcd at its revision) in its place.
+// any host does not answer or lacks the shard databases the map routes
+// to it (never migrated, or another deployment's), a replica does not
+// replicate, or the map in etcd does not validate: then it says why,
+// lists the servers, and shows the map they route by (read from etcd at
+// its revision) in its place.
 func runShards(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("shards", "shards\n\nprints the shard map and whether each host answers; exits 1 when any host does not\nanswer or lacks its shard databases (run pinstore migrate) (or, with PINSTORE_TOPOLOGY, when the map in etcd does not validate: then it shows\nthe servers and the map they route by)", stderr)
+	fs := newFlags("shards", "shards\n\nprints the shard map and whether each host answers; exits 1 when any host does not\nanswer or lacks its shard databases (run pinstore migrate), or, with PINSTORE_TOPOLOGY,\nwhen the map in etcd does not validate (then it shows the servers and the map they\nroute by)", stderr)
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
