@@ -18,7 +18,7 @@ import (
 // The fleet page (GET /fleet) is a static page embedded in the binary: it
 // holds no fleet data. It asks for an admin token, keeps it in the
 // browser's sessionStorage (never in a URL), and polls GET
-// /v1/admin/fleet with it every two seconds; without a token the page
+// /v1/admin/fleet with it every 1.5 seconds; without a token the page
 // shows a sign-in form, with a token the route refuses it shows the
 // refusal and nothing else.
 
