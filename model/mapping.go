@@ -38,21 +38,24 @@ type mappingInfo struct {
 	// objects it lists (a user's likes, a user's follows), that state on
 	// the wire ("liked") and its verb ("like"); "" for every other list.
 	viewer, verb string
+	// segment is the list's path under its from object's URL
+	// (/v1/{collection}/{id}/{segment}); "" for a list with no route.
+	segment string
 }
 
 var mappings = [...]mappingInfo{
-	UserBoards:    {"user_boards", idcodec.TypeUser, idcodec.TypeBoard, 0, true, "boards", "", ""},
-	BoardPins:     {"board_pins", idcodec.TypeBoard, idcodec.TypePin, 0, true, "pins", "", ""},
-	UserPins:      {"user_pins", idcodec.TypeUser, idcodec.TypePin, 0, true, "pins", "", ""},
-	UserFollowing: {"user_following", idcodec.TypeUser, idcodec.TypeUser, UserFollowers, true, "following", "following", "follow"},
-	UserFollowers: {"user_followers", idcodec.TypeUser, idcodec.TypeUser, UserFollowing, false, "followers", "", ""},
-	UserLikes:     {"user_likes", idcodec.TypeUser, idcodec.TypePin, PinLikers, true, "likes", "liked", "like"},
-	PinLikers:     {"pin_likers", idcodec.TypePin, idcodec.TypeUser, UserLikes, false, "likes", "", ""},
-	PinComments:   {"pin_comments", idcodec.TypePin, idcodec.TypeComment, 0, true, "comments", "", ""},
-	PinSavedFrom:  {"pin_saved_from", idcodec.TypePin, idcodec.TypePin, PinSaves, true, "saved_from", "", ""},
-	PinSaves:      {"pin_saves", idcodec.TypePin, idcodec.TypePin, PinSavedFrom, false, "saves", "", ""},
-	BoardSections: {"board_sections", idcodec.TypeBoard, idcodec.TypeSection, 0, true, "sections", "", ""},
-	SectionPins:   {"section_pins", idcodec.TypeSection, idcodec.TypePin, 0, true, "pins", "", ""},
+	UserBoards:    {"user_boards", idcodec.TypeUser, idcodec.TypeBoard, 0, true, "boards", "", "", "boards"},
+	BoardPins:     {"board_pins", idcodec.TypeBoard, idcodec.TypePin, 0, true, "pins", "", "", "pins"},
+	UserPins:      {"user_pins", idcodec.TypeUser, idcodec.TypePin, 0, true, "pins", "", "", "pins"},
+	UserFollowing: {"user_following", idcodec.TypeUser, idcodec.TypeUser, UserFollowers, true, "following", "following", "follow", "following"},
+	UserFollowers: {"user_followers", idcodec.TypeUser, idcodec.TypeUser, UserFollowing, false, "followers", "", "", "followers"},
+	UserLikes:     {"user_likes", idcodec.TypeUser, idcodec.TypePin, PinLikers, true, "likes", "liked", "like", "likes"},
+	PinLikers:     {"pin_likers", idcodec.TypePin, idcodec.TypeUser, UserLikes, false, "likes", "", "", "likers"},
+	PinComments:   {"pin_comments", idcodec.TypePin, idcodec.TypeComment, 0, true, "comments", "", "", "comments"},
+	PinSavedFrom:  {"pin_saved_from", idcodec.TypePin, idcodec.TypePin, PinSaves, true, "saved_from", "", "", ""},
+	PinSaves:      {"pin_saves", idcodec.TypePin, idcodec.TypePin, PinSavedFrom, false, "saves", "", "", "saves"},
+	BoardSections: {"board_sections", idcodec.TypeBoard, idcodec.TypeSection, 0, true, "sections", "", "", "sections"},
+	SectionPins:   {"section_pins", idcodec.TypeSection, idcodec.TypePin, 0, true, "pins", "", "", "pins"},
 }
 
 // Counted lists the lists whose lengths an object of typ carries (a pin
@@ -157,6 +160,10 @@ func (m Mapping) Colocated() bool { return m.Valid() && mappings[m].inverse == 0
 // ("liked", "following"), for a list whose rows are a user's state about
 // objects (a viewer edge); "" for any other list.
 func (m Mapping) ViewerEdge() string { return mappings[m].viewer }
+
+// Segment is m's path under its from object's URL: a list's page is
+// GET /v1/{collection}/{id}/{segment} ("" for a list with no route).
+func (m Mapping) Segment() string { return mappings[m].segment }
 
 // Verb is what m's from object does to its to object ("like",
 // "follow"), for a viewer edge; "" for any other list.

@@ -169,7 +169,7 @@ func TestPatchDoc(t *testing.T) {
 func TestReadOnlyFollowsTheDeclaration(t *testing.T) {
 	d := &objectTypes[idcodec.TypePin]
 	saved := d.Wire
-	d.Wire = append(slices.Clone(saved), WireField{"creator_id", ""})
+	d.Wire = append(slices.Clone(saved), WireField{"creator_id", "", KindID})
 	defer func() { d.Wire = saved }()
 	if err := CheckPatch(idcodec.TypePin, []byte(`{"creator_id":"1"}`)); ErrorCode(err) != EInvalid || ErrorMessage(err) != "creator_id is read-only" {
 		t.Errorf("PATCH with a declared, not editable member: %v; want creator_id is read-only", err)

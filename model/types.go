@@ -117,6 +117,39 @@ type Given struct {
 type WireField struct {
 	Name    string // the member name, in stored documents and on the wire
 	Default string // written when the document omits it; "" means required
+	Kind    Kind   // what its value is
+}
+
+// Kind is what a wire field's value is: openapi.yaml describes each
+// field by its kind (internal/specgen), and a kind's bounds are the ones
+// its document's Validate checks.
+type Kind uint8
+
+// The kinds of wire fields.
+const (
+	KindID       Kind = iota + 1 // an object's id (model.ID)
+	KindUsername                 // a username: 1 to MaxUsername bytes of [A-Za-z0-9_.-]
+	KindName                     // a name: at most MaxName bytes of UTF-8
+	KindText                     // a text: at most MaxText bytes of UTF-8
+	KindURL                      // a URL: at most MaxURL bytes
+	KindData                     // the client's own JSON object, at most Limits.MaxDataBytes
+	KindFlag                     // a boolean
+)
+
+// MaxLen is the most bytes a value of a string kind may hold (MaxUsername,
+// MaxName, MaxText, MaxURL); 0 for the other kinds.
+func (k Kind) MaxLen() int {
+	switch k {
+	case KindUsername:
+		return MaxUsername
+	case KindName:
+		return MaxName
+	case KindText:
+		return MaxText
+	case KindURL:
+		return MaxURL
+	}
+	return 0
 }
 
 // The object types, by idcodec type. A new type is its idcodec constant
@@ -127,7 +160,7 @@ var objectTypes = [...]ObjectType{
 	idcodec.TypeUser: {
 		Table:         "users",
 		New:           func() Doc { return new(UserDoc) },
-		Wire:          []WireField{{"username", ""}, {"display_name", `""`}, {"data", "{}"}},
+		Wire:          []WireField{{"username", "", KindUsername}, {"display_name", `""`, KindName}, {"data", "{}", KindData}},
 		Editable:      []string{"username", "display_name", "data"},
 		Counted:       []Mapping{UserFollowers, UserFollowing, UserBoards, UserPins},
 		SecretCounted: []Mapping{UserBoards, UserPins},
@@ -139,7 +172,7 @@ var objectTypes = [...]ObjectType{
 	idcodec.TypeBoard: {
 		Table:      "boards",
 		New:        func() Doc { return new(BoardDoc) },
-		Wire:       []WireField{{"owner_id", ""}, {"name", ""}, {"description", `""`}, {"data", "{}"}, {"secret", "false"}},
+		Wire:       []WireField{{"owner_id", "", KindID}, {"name", "", KindName}, {"description", `""`, KindText}, {"data", "{}", KindData}, {"secret", "false", KindFlag}},
 		Editable:   []string{"name", "description", "data", "secret"},
 		Counted:    []Mapping{BoardPins, BoardSections},
 		Owner:      0,
@@ -151,9 +184,10 @@ var objectTypes = [...]ObjectType{
 		Editor:     0,
 	},
 	idcodec.TypePin: {
-		Table:      "pins",
-		New:        func() Doc { return new(PinDoc) },
-		Wire:       []WireField{{"board_id", ""}, {"owner_id", ""}, {"link", `""`}, {"description", `""`}, {"image_url", `""`}, {"data", "{}"}, {"saved_from", "null"}, {"section_id", "null"}, {"secret", "false"}},
+		Table: "pins",
+		New:   func() Doc { return new(PinDoc) },
+		Wire: []WireField{{"board_id", "", KindID}, {"owner_id", "", KindID}, {"link", `""`, KindURL}, {"description", `""`, KindText},
+			{"image_url", `""`, KindURL}, {"data", "{}", KindData}, {"saved_from", "null", KindID}, {"section_id", "null", KindID}, {"secret", "false", KindFlag}},
 		Editable:   []string{"link", "description", "image_url", "data"},
 		Counted:    []Mapping{PinLikers, PinComments, PinSaves},
 		Owner:      1,
@@ -174,7 +208,7 @@ var objectTypes = [...]ObjectType{
 	idcodec.TypeComment: {
 		Table:    "comments",
 		New:      func() Doc { return new(CommentDoc) },
-		Wire:     []WireField{{"pin_id", ""}, {"author_id", ""}, {"text", ""}, {"data", "{}"}},
+		Wire:     []WireField{{"pin_id", "", KindID}, {"author_id", "", KindID}, {"text", "", KindText}, {"data", "{}", KindData}},
 		Editable: []string{"text", "data"},
 		Owner:    -1,
 		Members:  []Member{RefMember(PinComments, 0)},
@@ -195,7 +229,7 @@ var objectTypes = [...]ObjectType{
 	idcodec.TypeSection: {
 		Table:      "sections",
 		New:        func() Doc { return new(SectionDoc) },
-		Wire:       []WireField{{"board_id", ""}, {"owner_id", ""}, {"name", ""}, {"data", "{}"}, {"secret", "false"}},
+		Wire:       []WireField{{"board_id", "", KindID}, {"owner_id", "", KindID}, {"name", "", KindName}, {"data", "{}", KindData}, {"secret", "false", KindFlag}},
 		Editable:   []string{"name", "data"},
 		Counted:    []Mapping{SectionPins},
 		Owner:      1,
