@@ -188,3 +188,34 @@ func TestCreateAsTheBodyUser(t *testing.T) {
 		})
 	}
 }
+
+// TestPatchNamesReadOnlyFields: a PATCH naming a member of the type's
+// wire form that it may not set is a 400 that says the member is
+// read-only, for every member the declaration leaves read-only (a pin's
+// owner_id, board_id, saved_from, section_id, secret and every object's
+// id, version, counts …); one the wire form lacks (creator_id) is an
+// unknown field. Neither reaches the store.
+func TestPatchNamesReadOnlyFields(t *testing.T) {
+	for _, typ := range model.ObjectTypes() {
+		path := "/v1/" + collection(typ) + "/" + idString(idcodec.MustEncode(3429, typ, 7))
+		ro := model.ReadOnlyFields(typ)
+		if typ == typePin && !slices.Contains(ro, "owner_id") {
+			t.Fatalf("a pin's owner_id is not read-only: %v", ro)
+		}
+		for _, f := range append(ro, "creator_id") {
+			st := &fakeStore{}
+			s, _, _ := newTestServer(t, st)
+			w := do(s, "PATCH", path, `{"`+f+`":"1"}`)
+			want := f + " is read-only"
+			if f == "creator_id" {
+				want = `unknown field "creator_id"`
+			}
+			if p := problemOf(t, w); w.Code != 400 || p.Code != model.EInvalid || p.Detail != want {
+				t.Errorf("PATCH %s {%q}: %d %s %q, want 400 %s %q", path, f, w.Code, p.Code, p.Detail, model.EInvalid, want)
+			}
+			if len(st.calls) > 0 {
+				t.Errorf("PATCH %s {%q} called the store: %v", path, f, st.calls)
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/json"
 	"reflect"
 	"slices"
 	"strconv"
@@ -281,4 +282,73 @@ func TestCreateDeclarations(t *testing.T) {
 			t.Errorf("comment by %d on ann's pin (secret %v): %v, want ok %v", tc.author, tc.secret, err, tc.ok)
 		}
 	}
+}
+
+// TestWireKinds: each wire field's declared kind is what its document's
+// member holds, and a string kind's bound is the one Validate keeps: a
+// value of MaxLen bytes passes, one byte more is refused naming the field.
+func TestWireKinds(t *testing.T) {
+	goType := map[Kind]reflect.Type{
+		KindID: reflect.TypeFor[ID](), KindUsername: reflect.TypeFor[string](), KindName: reflect.TypeFor[string](),
+		KindText: reflect.TypeFor[string](), KindURL: reflect.TypeFor[string](), KindData: reflect.TypeFor[json.RawMessage](),
+		KindFlag: reflect.TypeFor[bool](),
+	}
+	for _, typ := range ObjectTypes() {
+		d, _ := TypeOf(typ)
+		rt := reflect.TypeOf(d.New()).Elem()
+		for _, f := range d.Wire {
+			i := slices.IndexFunc(reflect.VisibleFields(rt), func(sf reflect.StructField) bool {
+				name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+				return name == f.Name
+			})
+			if i < 0 || goType[f.Kind] != rt.Field(i).Type {
+				t.Errorf("%s.%s: kind %d, member of Go type %v", typ, f.Name, f.Kind, rt.Field(i).Type)
+				continue
+			}
+			max := f.Kind.MaxLen()
+			if max == 0 {
+				continue
+			}
+			for _, n := range []int{max, max + 1} {
+				doc := validDoc(t, typ, d)
+				reflect.ValueOf(doc).Elem().Field(i).SetString(strings.Repeat("a", n))
+				err := doc.Validate(Limits{})
+				if ok := n == max; (err == nil) != ok || (err != nil && !strings.Contains(ErrorMessage(err), f.Name)) {
+					t.Errorf("%s.%s of %d bytes (kind's bound %d): %v", typ, f.Name, n, max, err)
+				}
+			}
+		}
+	}
+}
+
+// validDoc decodes a valid document of typ: each id member an id of the
+// type its name says (board_id a board's, owner_id a user's), each other
+// its default, or "x" where it has none.
+func validDoc(t *testing.T, typ idcodec.Type, d *ObjectType) Doc {
+	t.Helper()
+	var members []string
+	for i, f := range d.Wire {
+		v := f.Default
+		switch {
+		case f.Kind == KindID && v == "":
+			of, ok := idcodec.ParseType(strings.TrimSuffix(f.Name, "_id"))
+			if !ok {
+				of = idcodec.TypeUser
+			}
+			v = `"` + strconv.FormatUint(idcodec.MustEncode(1, of, uint64(i+1)), 10) + `"`
+		case v == "null":
+			continue
+		case v == "":
+			v = `"x"`
+		}
+		members = append(members, `"`+f.Name+`":`+v)
+	}
+	doc, err := DecodeDoc(typ, []byte("{"+strings.Join(members, ",")+"}"))
+	if err != nil {
+		t.Fatalf("%s: %v", typ, err)
+	}
+	if err := doc.Validate(Limits{}); err != nil {
+		t.Fatalf("%s: the valid document is not: %v", typ, err)
+	}
+	return doc
 }

@@ -152,7 +152,7 @@ func merge(gen, ov *yaml.Node, path []string) (*yaml.Node, error) {
 			continue
 		}
 		at := insertAt(out, k.Value, path)
-		out.Content = slices.Insert(out.Content, at, str(k.Value), v)
+		out.Content = slices.Insert(out.Content, at, k, v)
 	}
 	return out, nil
 }
