@@ -7,7 +7,9 @@ import "github.com/pinstore/pinstore/idcodec"
 // The type's id and name are idcodec's; its document is a Go struct in
 // model.go. What its delete removes follows from Members, Cascades and
 // Drains; only product rules beyond them (saves, usernames, a section's
-// pins staying on their board) are hooks keyed by the type in store.
+// pins staying on their board, a board's secret flag copied to its pins)
+// are hooks keyed by the type in store (createRules, updateRules,
+// deleteRules).
 type ObjectType struct {
 	Table    string      // its table in every shard database
 	New      func() Doc  // an empty document of it

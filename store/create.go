@@ -14,9 +14,9 @@ import (
 // Create creates an object of typ, as typ's declaration says
 // (model.ObjectType: Parent, ByHand, Adopt, Live): every type is created
 // here under its parent (a board under its owner, a comment under its
-// pin, a section under its board), but for the two with product rules of
-// their own, which Create hands on: users (Usernames.CreateUser: a name,
-// a shard of their own) and pins (CreatePin: its section, its feed and
+// pin, a section under its board), but for the types whose create is a
+// product rule of their own (createRules), which Create hands on: users
+// (a name, a shard of their own) and pins (their section, their feed and
 // the owner cache, the same steps besides).
 //
 // The document is validated before any I/O. The objects its Live refs
@@ -35,11 +35,8 @@ func (s *Objects) Create(ctx context.Context, typ idcodec.Type, doc model.Doc, a
 	if !ok || reflect.TypeOf(doc) != reflect.TypeOf(t.New()) {
 		return model.Object{}, model.Wrap(op, model.EInternal, fmt.Sprintf("no create of a %T as a %s", doc, typ), nil)
 	}
-	switch d := doc.(type) {
-	case *model.UserDoc:
-		return s.usernames.CreateUser(ctx, *d) // its name, its shard
-	case *model.PinDoc:
-		return s.CreatePin(ctx, *d, actor) // its section, its feed and the owner cache
+	if rule := createRules[typ]; rule != nil {
+		return rule(ctx, s, doc, actor)
 	}
 	if t.Parent == 0 {
 		return model.Object{}, model.Wrap(op, model.EInternal, "no create under a parent for a "+typ.String(), nil)
@@ -85,6 +82,21 @@ func (s *Objects) Create(ctx context.Context, typ idcodec.Type, doc model.Doc, a
 		return obj, err == nil, err
 	})
 	return obj, err
+}
+
+// A createRule creates an object of one type in place of Create's
+// create under a parent, for a type whose create is a product rule of its
+// own; doc is of the type's document (Create checks it).
+type createRule func(ctx context.Context, s *Objects, doc model.Doc, actor uint64) (model.Object, error)
+
+// createRules lists, per type, its own create, if any.
+var createRules = [model.TypeSlots]createRule{
+	idcodec.TypeUser: func(ctx context.Context, s *Objects, doc model.Doc, _ uint64) (model.Object, error) {
+		return s.usernames.CreateUser(ctx, *doc.(*model.UserDoc)) // its name, its shard
+	},
+	idcodec.TypePin: func(ctx context.Context, s *Objects, doc model.Doc, actor uint64) (model.Object, error) {
+		return s.CreatePin(ctx, *doc.(*model.PinDoc), actor) // its section, its feed and the owner cache
+	},
 }
 
 // parentOf is the id of the object a new doc of type t is created under:

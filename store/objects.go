@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"time"
 
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/model"
@@ -195,8 +196,11 @@ func (s *core) get(ctx context.Context, op string, sh topology.Shard, id, local 
 // shard transaction, validates what mutate returns and writes it with
 // version+1. ifVersion 0 is unconditional; otherwise a different stored
 // version is EVersion. The fields that place the object (Refs) and the
-// active flag may not change (EInvalid). A user's new username is claimed
-// first (EUsernameTaken when another user holds it) and the old one freed.
+// active flag may not change (EInvalid). A type's product rules run in
+// the transaction before the write (updateRules): a user's new username
+// is claimed first (EUsernameTaken when another user holds it) and the
+// old one freed; a board's change of its secret flag is copied to its
+// pins and sections.
 func (s *Objects) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVersion int64, mutate func(doc []byte) ([]byte, error)) (model.Object, error) {
 	const op = "store.Update"
 	sh, local, err := s.route(op, id, typ)
@@ -204,9 +208,9 @@ func (s *Objects) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVer
 		return model.Object{}, err
 	}
 	var obj model.Object
-	released := "" // a username given up by a rename
+	var after func() // what the type's rule does once the update has committed
 	err = s.inTx(ctx, op, sh, func(tx *shardsql.Tx) error {
-		released = ""
+		after = nil
 		r, _, err := shardsql.ReadObjectCounted(ctx, tx, sh.DB, typ, local, 0, shardsql.ForUpdate)
 		old, err := liveVersion(op, typ, r, err, ifVersion)
 		if err != nil {
@@ -230,23 +234,9 @@ func (s *Objects) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVer
 		if err != nil {
 			return err
 		}
-		if u, ok := nd.(*model.UserDoc); ok {
-			// A new name is claimed while this transaction holds the user's
-			// row; the old one is released once it has committed.
-			oldKey, newKey := usernameKey(old.(*model.UserDoc).Username), usernameKey(u.Username)
-			if newKey != oldKey {
-				if err := s.usernames.claimUsername(ctx, op, newKey, id); err != nil {
-					if model.IsCode(err, model.EUsernameTaken) {
-						return errTaken(op, u.Username)
-					}
-					return err
-				}
-				released = oldKey
-			}
-		}
 		at := shardsql.Now()
-		if bd, ok := nd.(*model.BoardDoc); ok && bd.Secret != old.(*model.BoardDoc).Secret {
-			if err := setSecret(ctx, tx, op, sh, id, bd, at); err != nil {
+		if rule := updateRules[typ]; rule != nil {
+			if after, err = rule(ctx, s, tx, updated{op, sh, id, old, nd, at}); err != nil {
 				return err
 			}
 		}
@@ -257,10 +247,60 @@ func (s *Objects) Update(ctx context.Context, id uint64, typ idcodec.Type, ifVer
 		obj = r.Object(sh.DB, typ)
 		return nil
 	})
-	if err == nil && released != "" {
-		s.usernames.releaseUsername(ctx, op, released, id)
+	if err == nil && after != nil {
+		after()
 	}
 	return obj, err
+}
+
+// updated is an update of the object id, on sh, from its stored document
+// old to nd, written at at, as a type's updateRule sees it.
+type updated struct {
+	op      string
+	sh      topology.Shard
+	id      uint64
+	old, nd model.Doc
+	at      time.Time
+}
+
+// An updateRule is a product rule that changing an object of one type
+// follows beyond what Update does for every type: it runs in the update's
+// transaction before the new document is written, and returns what must
+// follow the commit (nil: nothing).
+type updateRule func(ctx context.Context, s *Objects, tx *shardsql.Tx, u updated) (after func(), err error)
+
+// updateRules lists, per type, its update's product rule, if any.
+var updateRules = [model.TypeSlots]updateRule{
+	idcodec.TypeUser:  renameUser,
+	idcodec.TypeBoard: copyBoardSecret,
+}
+
+// renameUser claims a user's new username while the update's
+// transaction holds the user's row (EUsernameTaken when another user
+// holds it); the old one is released once the update has committed.
+func renameUser(ctx context.Context, s *Objects, _ *shardsql.Tx, u updated) (func(), error) {
+	name := u.nd.(*model.UserDoc).Username
+	oldKey, newKey := usernameKey(u.old.(*model.UserDoc).Username), usernameKey(name)
+	if newKey == oldKey {
+		return nil, nil
+	}
+	if err := s.usernames.claimUsername(ctx, u.op, newKey, u.id); err != nil {
+		if model.IsCode(err, model.EUsernameTaken) {
+			return nil, errTaken(u.op, name)
+		}
+		return nil, err
+	}
+	return func() { s.usernames.releaseUsername(ctx, u.op, oldKey, u.id) }, nil
+}
+
+// copyBoardSecret copies a change of a board's secret flag to its pins
+// and sections (setSecret), in the update's transaction.
+func copyBoardSecret(ctx context.Context, _ *Objects, tx *shardsql.Tx, u updated) (func(), error) {
+	bd := u.nd.(*model.BoardDoc)
+	if bd.Secret == u.old.(*model.BoardDoc).Secret {
+		return nil, nil
+	}
+	return nil, setSecret(ctx, tx, u.op, u.sh, u.id, bd, u.at)
 }
 
 // liveVersion turns a read of an object in a transaction into its live

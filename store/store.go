@@ -8,8 +8,10 @@
 // through them, cache.go), which embeds the shards (the configuration, the
 // router and its pools, and the helpers that route an id, bound a call and
 // run a transaction: route.go, replicas.go). The generic parts
-// follow the declarations of package model; the product rules sit on
-// them as parts of their own:
+// follow the declarations of package model; a type's product rules hang
+// on them by name, in tables keyed by the type (createRules, updateRules,
+// deleteRules), never in a switch on the type; and they sit on them as
+// parts of their own:
 //
 //	Objects    create (as each type declares), get, update, delete any object; pin owners (create.go, objects.go, delete.go, owners.go)
 //	Lists      pages, counts, membership, moves; two-sided pairs (lists.go, edgecache.go, pairs.go)
