@@ -2,6 +2,7 @@ package specgen
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -34,10 +35,11 @@ func (g *gen) pathID(typ idcodec.Type) *yaml.Node {
 }
 
 // responses are an operation's responses: first its own (status, then
-// the response), then the shared errors of each status given.
+// the response), then the shared errors of each status given, in order
+// (complete adds those of every route: 401, 403, 429 and 500).
 func responses(own []any, errs ...int) *yaml.Node {
 	n := obj(own...)
-	for _, code := range errs {
+	for _, code := range slices.Sorted(slices.Values(errs)) {
 		set(n, fmt.Sprint(code), ref("responses", errorResponse[code]))
 	}
 	for i := 0; i < len(n.Content); i += 2 {
@@ -55,40 +57,15 @@ var errorResponse = map[int]string{
 	500: "Internal", 503: "Unavailable",
 }
 
-// errorsOf are the statuses of errs, with those of the caller's token
-// (401, 403, 429) unless the route is public, in order.
-func errorsOf(o op, errs ...int) []int {
-	var out []int
-	for _, c := range []int{400, 401, 403, 404, 409, 412, 413, 415, 422, 429, 500, 503} {
-		token := c == 401 || c == 403 || c == 429
-		if (token && !o.r.Public) || (!token && contains(errs, c)) {
-			out = append(out, c)
-		}
+// params are the shared parameters of the names given (complete adds
+// the request's own headers).
+func params(names ...string) *yaml.Node {
+	if len(names) == 0 {
+		return nil
 	}
-	return out
-}
-
-func contains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-// params are an operation's parameters: those given, then the request's
-// own headers unless its path holds them (shared).
-func params(shared bool, names ...string) *yaml.Node {
 	n := seq()
 	for _, name := range names {
 		n.Content = append(n.Content, ref("parameters", name))
-	}
-	if !shared {
-		n.Content = append(n.Content, ref("parameters", "RequestID"), ref("parameters", "Consistency"))
-	}
-	if len(n.Content) == 0 {
-		return nil
 	}
 	return n
 }
@@ -109,43 +86,43 @@ func (g *gen) operation(o op, shared bool) *yaml.Node {
 	T, tag := title(name), d.Collection
 	switch o.kind {
 	case opCreate:
-		errs := []int{400, 409, 413, 415, 422, 500, 503}
+		errs := []int{400, 409, 413, 415, 422, 503}
 		if d.Parent != 0 || len(d.Live) > 0 {
 			errs = append(errs, 404) // a parent, or an object named, that is not there
 		}
 		return obj("tags", flow(tag), "operationId", str("create"+T),
 			"summary", str("Create a "+name),
-			"parameters", params(shared, "IdempotencyKey"),
+			"parameters", params("IdempotencyKey"),
 			"requestBody", jsonBody(g.createSchema(o.typ), "application/json"),
-			"responses", responses([]any{"201", g.created(o.typ)}, errorsOf(o, errs...)...))
+			"responses", responses([]any{"201", g.created(o.typ)}, errs...))
 	case opMany:
 		return obj("tags", flow(tag), "operationId", str("get"+title(d.Collection)),
 			"summary", str(fmt.Sprintf("Get many %s at once", d.Collection)),
 			"description", str(fmt.Sprintf("Returns the live %s among `ids`, in request order. IDs that are unknown, deleted or not %s IDs are listed in `not_found`. Duplicates are answered once.", d.Collection, name)),
-			"parameters", params(shared, "IDs"),
+			"parameters", params("IDs"),
 			"responses", responses([]any{"200", obj(
 				"description", str(fmt.Sprintf("The %s found, and the IDs not found.", d.Collection)),
 				"headers", requestHeaders(),
 				"content", obj("application/json", obj("schema", g.manySchema(o.typ))))},
-				errorsOf(o, 400, 500, 503)...))
+				400, 503))
 	case opGet:
 		return obj("tags", flow(tag), "operationId", str("get"+T),
 			"summary", str("Get a "+name),
-			"parameters", params(shared, g.pathIDName(o.typ, shared)...),
-			"responses", responses([]any{"200", g.ok(o.typ)}, errorsOf(o, 400, 404, 500, 503)...))
+			"parameters", params(g.pathIDName(o.typ, shared)...),
+			"responses", responses([]any{"200", g.ok(o.typ)}, 400, 404, 503))
 	case opPatch:
 		return obj("tags", flow(tag), "operationId", str("update"+T),
 			"summary", str("Edit a "+name),
 			"description", str("A JSON merge patch (RFC 7396) of the editable fields; `null` removes a field, `data` merges recursively. Read-only fields are refused."),
-			"parameters", params(shared, append(g.pathIDName(o.typ, shared), "IfMatch")...),
+			"parameters", params(append(g.pathIDName(o.typ, shared), "IfMatch")...),
 			"requestBody", jsonBody(g.patchSchema(o.typ), "application/merge-patch+json", "application/json"),
-			"responses", responses([]any{"200", g.ok(o.typ)}, errorsOf(o, 400, 404, 412, 413, 415, 500, 503)...))
+			"responses", responses([]any{"200", g.ok(o.typ)}, 400, 404, 412, 413, 415, 503))
 	case opDelete:
 		return obj("tags", flow(tag), "operationId", str("delete"+T),
 			"summary", str("Delete a "+name),
 			"description", str(fmt.Sprintf("Soft-deletes the %s; it leaves every list and is no longer returned. Deleting it again answers `404`, as for any object that is not live.", name)),
-			"parameters", params(shared, append(g.pathIDName(o.typ, shared), "IfMatch")...),
-			"responses", responses([]any{"204", ref("responses", "NoContent")}, errorsOf(o, 400, 404, 412, 500, 503)...))
+			"parameters", params(append(g.pathIDName(o.typ, shared), "IfMatch")...),
+			"responses", responses([]any{"204", ref("responses", "NoContent")}, 400, 404, 412, 503))
 	case opList:
 		from := o.list.From()
 		if !createdAt(o.list) {
@@ -160,8 +137,8 @@ func (g *gen) operation(o op, shared bool) *yaml.Node {
 		}
 		return obj("tags", flow(tag), "operationId", str("list"+title(from.String())+title(o.list.Segment())),
 			"summary", str(fmt.Sprintf("List a %s's %s", from, o.list.Segment())),
-			"parameters", params(shared, append(g.pathIDName(from, shared), names...)...),
-			"responses", responses([]any{"200", g.listOK(o.typ)}, errorsOf(o, 400, 404, 500, 503)...))
+			"parameters", params(append(g.pathIDName(from, shared), names...)...),
+			"responses", responses([]any{"200", g.listOK(o.typ)}, 400, 404, 503))
 	}
 	panic("specgen: no operation of kind " + fmt.Sprint(o.kind))
 }

@@ -17,6 +17,10 @@
 //     /v1/{collection}/{id}/{segment} (a list's page, model.Mapping's
 //     Segment) and POST at that path when it creates the list's objects
 //     (model.Given InPath).
+//   - From every route: what its route alone decides, added to its
+//     operation unless listed there: an API route (/v1/…) takes the
+//     RequestID and Consistency headers and may answer 500; a route that is
+//     not public may answer 401, 403 and 429.
 //
 // The overlay supplies everything else, verbatim: the info, tags, shared
 // components (parameters, headers, error responses, scalar schemas), the
@@ -84,6 +88,7 @@ func generate(routes []api.RouteDoc, overlay []byte) ([]byte, error) {
 		return nil, err
 	}
 	set(doc, "paths", paths)
+	complete(paths, routes)
 	if err := fill(doc); err != nil {
 		return nil, err
 	}
@@ -179,6 +184,59 @@ func routeOrder(paths *yaml.Node, routes []api.RouteDoc) (*yaml.Node, error) {
 	return out, nil
 }
 
+// complete adds to every operation, the overlay's too, what its route
+// alone decides: an API route (/v1/…) takes the request's own headers
+// (RequestID, Consistency) and may answer 500; a route that is not public
+// may answer 401, 403 and 429 (the token, its scope, its rate). What the
+// operation lists already stays as it is.
+func complete(paths *yaml.Node, routes []api.RouteDoc) {
+	for _, r := range routes {
+		item := get(paths, r.Pattern)
+		op := get(item, strings.ToLower(r.Method))
+		v1 := strings.HasPrefix(r.Pattern, "/v1/")
+		if v1 {
+			for _, name := range []string{"RequestID", "Consistency"} {
+				if !hasParam(get(item, "parameters"), name) && !hasParam(get(op, "parameters"), name) {
+					if get(op, "parameters") == nil {
+						at := insertAt(op, "parameters", []string{"paths", r.Pattern, strings.ToLower(r.Method)})
+						op.Content = slices.Insert(op.Content, at, str("parameters"), seq())
+					}
+					ps := get(op, "parameters")
+					ps.Content = append(ps.Content, ref("parameters", name))
+				}
+			}
+		}
+		var codes []int
+		if !r.Public {
+			codes = append(codes, 401, 403, 429)
+		}
+		if v1 {
+			codes = append(codes, 500)
+		}
+		resp := ensure(op, "responses")
+		for _, c := range codes {
+			code := fmt.Sprint(c)
+			if get(resp, code) != nil {
+				continue
+			}
+			at := insertAt(resp, code, []string{"paths", r.Pattern, strings.ToLower(r.Method), "responses"})
+			resp.Content = slices.Insert(resp.Content, at, quoted(code), ref("responses", errorResponse[c]))
+		}
+	}
+}
+
+// hasParam reports whether the parameter list ps refers to the shared
+// parameter name.
+func hasParam(ps *yaml.Node, name string) bool {
+	if ps == nil {
+		return false
+	}
+	return slices.ContainsFunc(ps.Content, func(p *yaml.Node) bool {
+		r := get(p, "$ref")
+		return r != nil && r.Value == "#/components/parameters/"+name
+	})
+}
+
 // fill writes what the generator keeps up to date in the overlay's own
 // schemas: every type's name where an open list of them is documented.
 func fill(doc *yaml.Node) error {
@@ -248,7 +306,6 @@ type op struct {
 	kind opKind
 	typ  idcodec.Type  // the object type the route reads, writes or lists
 	list model.Mapping // for opList, and opCreate under a parent in the path
-	r    api.RouteDoc
 }
 
 // classify tells what route r is, from its method and pattern and the
@@ -262,7 +319,7 @@ func classify(r api.RouteDoc) op {
 	if !ok {
 		return op{}
 	}
-	o := op{typ: typ, r: r}
+	o := op{typ: typ}
 	switch {
 	case len(seg) == 2 && r.Method == "POST":
 		o.kind = opCreate

@@ -174,3 +174,54 @@ func TestPatchSchemasListTheReadOnlyFields(t *testing.T) {
 		}
 	}
 }
+
+// TestCompleteAddsWhatTheRouteDecides: an operation of the overlay gets
+// what its route alone decides (an API route's request headers and 500;
+// a route behind auth its 401, 403 and 429), and the type names are
+// written where the overlay documents them; a public route gets no
+// token's errors.
+func TestCompleteAddsWhatTheRouteDecides(t *testing.T) {
+	const ov = `openapi: 3.0.3
+paths:
+  /v1/x: {get: {summary: x, responses: {'200': {description: ok}}}}
+  /open: {get: {responses: {'200': {description: ok}}}}
+components:
+  schemas:
+    ID: {type: string, pattern: '^[1-9][0-9]*$'}
+    IDInfo: {properties: {type_name: {type: string}}}
+    ChangeEvent: {properties: {type: {type: string}}}
+`
+	out, err := generate([]api.RouteDoc{{Method: "GET", Pattern: "/v1/x"}, {Method: "GET", Pattern: "/open", Public: true}}, []byte(ov))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := parse(t, out)
+	v1 := at(doc, "paths", "/v1/x", "get")
+	var keys []string
+	for i := 0; i < len(v1.Content); i += 2 {
+		keys = append(keys, v1.Content[i].Value)
+	}
+	if got := strings.Join(keys, " "); got != "summary parameters responses" {
+		t.Errorf("GET /v1/x has %s", got)
+	}
+	if got := encode(t, get(v1, "parameters")); !strings.Contains(got, "parameters/RequestID") || !strings.Contains(got, "parameters/Consistency") {
+		t.Errorf("GET /v1/x parameters:\n%s", got)
+	}
+	var codes []string
+	resp := get(v1, "responses")
+	for i := 0; i < len(resp.Content); i += 2 {
+		codes = append(codes, resp.Content[i].Value)
+	}
+	if got := strings.Join(codes, " "); got != "200 401 403 429 500" {
+		t.Errorf("GET /v1/x responses %s, want 200 401 403 429 500", got)
+	}
+	if open := at(doc, "paths", "/open", "get"); len(get(open, "responses").Content) != 2 || get(open, "parameters") != nil {
+		t.Errorf("GET /open:\n%s", encode(t, open))
+	}
+	for _, p := range [][]string{{"IDInfo", "properties", "type_name"}, {"ChangeEvent", "properties", "type"}} {
+		n := get(at(doc, append([]string{"components", "schemas"}, p...)...), "x-extensible-enum")
+		if n == nil || len(n.Content) != len(model.ObjectTypes()) {
+			t.Errorf("%s lists no type names", strings.Join(p, "."))
+		}
+	}
+}
