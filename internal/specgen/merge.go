@@ -55,15 +55,23 @@ func ref(section, name string) *yaml.Node {
 	return obj("$ref", quoted("#/components/"+section+"/"+name))
 }
 
-// get returns the value of key in the mapping n, or nil.
-func get(n *yaml.Node, key string) *yaml.Node {
+// keyIndex is the index in the mapping n's Content of key, or -1.
+func keyIndex(n *yaml.Node, key string) int {
 	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
+		return -1
 	}
 	for i := 0; i < len(n.Content); i += 2 {
 		if n.Content[i].Value == key {
-			return n.Content[i+1]
+			return i
 		}
+	}
+	return -1
+}
+
+// get returns the value of key in the mapping n, or nil.
+func get(n *yaml.Node, key string) *yaml.Node {
+	if i := keyIndex(n, key); i >= 0 {
+		return n.Content[i+1]
 	}
 	return nil
 }
@@ -79,11 +87,9 @@ func at(n *yaml.Node, keys ...string) *yaml.Node {
 // set puts value under key in the mapping n, in place of the old value
 // or last.
 func set(n *yaml.Node, key string, value *yaml.Node) {
-	for i := 0; i < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			n.Content[i+1] = value
-			return
-		}
+	if i := keyIndex(n, key); i >= 0 {
+		n.Content[i+1] = value
+		return
 	}
 	n.Content = append(n.Content, str(key), value)
 }
@@ -133,10 +139,7 @@ func merge(gen, ov *yaml.Node, path []string) (*yaml.Node, error) {
 		if k.Kind != yaml.ScalarNode {
 			return nil, fmt.Errorf("%s: a key that is not a string", strings.Join(path, "."))
 		}
-		j := slices.IndexFunc(out.Content, func(n *yaml.Node) bool { return n.Value == k.Value })
-		if j >= 0 && j%2 == 1 {
-			j = -1
-		}
+		j := keyIndex(out, k.Value)
 		if v.Tag == "!!null" {
 			if j >= 0 {
 				out.Content = slices.Delete(out.Content, j, j+2)
