@@ -52,6 +52,10 @@ type Event struct {
 	To       model.ID `json:"to,omitempty"`
 	Sequence *int64   `json:"sequence,omitempty"`
 
+	// Snapshot marks an event of a first sync (Snapshot): the object or
+	// entry exists; Key names it, and there is no GTID, Time or Token.
+	Snapshot bool `json:"snapshot,omitempty"`
+
 	// Token resumes the stream after this event.
 	Token string `json:"token"`
 }

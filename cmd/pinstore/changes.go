@@ -24,12 +24,14 @@ import (
 // does not tell went by), or published into NATS JetStream with --nats.
 // It runs until interrupted.
 func runChanges(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("changes", "changes [--after TOKEN] [--types pin,board] [--lists board_pins] [--nats URL]\n\n"+
+	fs := newFlags("changes", "changes [--after TOKEN | --snapshot] [--types pin,board] [--lists board_pins] [--nats URL]\n\n"+
 		"prints every committed change to objects and lists after TOKEN (none: from now) as NDJSON, until interrupted;\n"+
+		"with --snapshot, first what exists now (every visible object and list entry), then every change after it;\n"+
 		"with --nats, publishes them to NATS JetStream instead, resuming from the token saved there", stderr)
 	after := fs.String("after", "", "resume after this token (from an event's \"token\")")
 	types := fs.String("types", "", "only objects of these types, comma-separated ("+strings.Join(idcodec.TypeNames(), ",")+")")
 	lists := fs.String("lists", "", "only entries of these lists, comma-separated (board_pins, user_following, …)")
+	snapshot := fs.Bool("snapshot", false, "first tell what exists now, then the changes after it (a first sync; not with --after)")
 	natsURL := fs.String("nats", "", "publish to the NATS JetStream server at this URL (nats://127.0.0.1:4222)")
 	stream := fs.String("nats-stream", "pinstore-changes", "with --nats: the JetStream stream, and the bucket keeping the token")
 	subjects := fs.String("nats-subjects", "pinstore.changes", "with --nats: the subjects' prefix (PREFIX.pin, PREFIX.board_pins, …)")
@@ -38,6 +40,9 @@ func runChanges(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("changes: unexpected arguments %q", fs.Args())
+	}
+	if *snapshot && *after != "" {
+		return errors.New("changes: --snapshot starts a consumer anew; it takes no --after")
 	}
 	c := changes.Config{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	var err error
@@ -59,14 +64,20 @@ func runChanges(ctx context.Context, args []string, getenv func(string) string, 
 		w := bufio.NewWriter(stdout)
 		defer w.Flush()
 		enc := json.NewEncoder(w)
-		err = changes.Follow(ctx, c, tok, func(e changes.Event) error {
+		write := func(e changes.Event) error {
 			if err := enc.Encode(e); err != nil {
 				return err
 			}
 			return w.Flush()
-		})
+		}
+		if *snapshot {
+			tok, err = snapshotFirst(ctx, c, write)
+		}
+		if err == nil {
+			err = changes.Follow(ctx, c, tok, write)
+		}
 	} else {
-		err = publishChanges(ctx, c, tok, *after != "", changes.NATSConfig{URL: *natsURL, Stream: *stream, Subjects: *subjects}, stderr)
+		err = publishChanges(ctx, c, tok, *after != "", *snapshot, changes.NATSConfig{URL: *natsURL, Stream: *stream, Subjects: *subjects}, stderr)
 	}
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil // interrupted: the last token printed resumes
@@ -77,10 +88,26 @@ func runChanges(ctx context.Context, args []string, getenv func(string) string, 
 	return nil
 }
 
+// snapshotFirst tells emit what exists now (changes.Snapshot) and returns
+// the token the stream goes on from.
+func snapshotFirst(ctx context.Context, c changes.Config, emit func(changes.Event) error) (changes.Token, error) {
+	var last string
+	err := changes.Snapshot(ctx, c, func(e changes.Event) error {
+		if e.Kind == changes.Progress {
+			last = e.Token
+		}
+		return emit(e)
+	})
+	if err != nil {
+		return changes.Token{}, err
+	}
+	return changes.ParseToken(last)
+}
+
 // publishChanges runs the stream into the NATS sink, from tok when given,
-// else from the token saved there, and says every ten seconds on stderr
-// how far it got.
-func publishChanges(ctx context.Context, c changes.Config, tok changes.Token, given bool, nc changes.NATSConfig, stderr io.Writer) error {
+// after a snapshot when asked, else from the token saved there, and says
+// every ten seconds on stderr how far it got.
+func publishChanges(ctx context.Context, c changes.Config, tok changes.Token, given, snapshot bool, nc changes.NATSConfig, stderr io.Writer) error {
 	sink, err := changes.OpenNATS(ctx, nc)
 	if err != nil {
 		return err
@@ -92,7 +119,14 @@ func publishChanges(ctx context.Context, c changes.Config, tok changes.Token, gi
 			fmt.Fprintln(stderr, "changes:", err)
 		}
 	}()
-	if !given {
+	publish := func(e changes.Event) error { return sink.Publish(ctx, e) }
+	switch {
+	case snapshot:
+		if tok, err = snapshotFirst(ctx, c, publish); err != nil {
+			return err
+		}
+		fmt.Fprintln(stderr, "changes: snapshot published")
+	case !given:
 		saved, err := sink.Token(ctx)
 		if err != nil {
 			return err

@@ -459,3 +459,104 @@ func (f *changeFleet) checkHTTPChanges(t *testing.T, token string, want []string
 type model64 uint64
 
 func idStr(id model.ID) string { return strconv.FormatUint(uint64(id), 10) }
+
+// TestChangesSnapshot is a first sync through the command line: `pinstore
+// changes --snapshot` tells every object and list entry the API made,
+// marked as the snapshot, then a progress line, then the changes made
+// after it; with --after it is refused.
+func TestChangesSnapshot(t *testing.T) {
+	f := startChangeFleet(t)
+	_, u, err := f.call("POST", "/v1/users", map[string]any{"username": "snap" + strings.TrimSuffix(f.prefix, "_")}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, b, err := f.call("POST", "/v1/boards", map[string]any{"owner_id": u.ID, "name": "b"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, p, err := f.call("POST", "/v1/pins", map[string]any{"board_id": b.ID, "description": "before"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	var stderr bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"changes", "--snapshot"}, func(k string) string { return f.env[k] }, pw, &stderr)
+		pw.Close()
+	}()
+	lines := make(chan changes.Event, 100)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var e changes.Event
+			if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+				t.Errorf("a line that is no event: %s", sc.Text())
+			}
+			lines <- e
+		}
+		close(lines)
+	}()
+	read := func() changes.Event {
+		t.Helper()
+		select {
+		case e, ok := <-lines:
+			if !ok {
+				t.Fatalf("pinstore changes --snapshot ended: %v\n%s", <-done, stderr.String())
+			}
+			return e
+		case <-time.After(30 * time.Second):
+			t.Fatal("no line from pinstore changes --snapshot within 30s")
+		}
+		return changes.Event{}
+	}
+	// The snapshot: the three objects and the entries the pin and board
+	// made, in any order, and then its token.
+	want := map[string]bool{
+		"created user " + u.ID: true, "created board " + b.ID: true, "created pin " + p.ID: true,
+		"added user_boards " + u.ID + "->" + b.ID: true, "added board_pins " + b.ID + "->" + p.ID: true, "added user_pins " + u.ID + "->" + p.ID: true,
+	}
+	for e := read(); e.Kind != changes.Progress; e = read() {
+		if !e.Snapshot || e.GTID != "" || e.Token != "" {
+			t.Fatalf("a snapshot line: %+v", e)
+		}
+		what := string(e.Kind) + " " + e.Type + " " + idStr(e.ID)
+		if !e.IsObject() {
+			what = string(e.Kind) + " " + e.List + " " + idStr(e.From) + "->" + idStr(e.To)
+		}
+		if !want[what] {
+			t.Fatalf("the snapshot told %s, which the API did not make", what)
+		}
+		delete(want, what)
+	}
+	if len(want) > 0 {
+		t.Fatalf("the snapshot did not tell %v", want)
+	}
+	// Then the stream: an edit made now, not in the snapshot.
+	if _, _, err := f.call("PATCH", "/v1/pins/"+p.ID, map[string]any{"description": "after"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		e := read()
+		if e.Kind == changes.Progress {
+			continue
+		}
+		if e.Snapshot || e.Kind != changes.Updated || idStr(e.ID) != p.ID || e.Version != 2 || e.Token == "" {
+			t.Fatalf("after the snapshot: %+v, want the pin's edit", e)
+		}
+		break
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("pinstore changes --snapshot: %v\n%s", err, stderr.String())
+	}
+
+	err = run(context.Background(), []string{"changes", "--snapshot", "--after", "x"}, func(k string) string { return f.env[k] }, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "takes no --after") {
+		t.Fatalf("--snapshot with --after: %v", err)
+	}
+}
