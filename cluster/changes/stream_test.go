@@ -38,8 +38,14 @@ func newFleet(t *testing.T) *fleet { return newFleetTB(t) }
 
 func newFleetTB(t testing.TB) *fleet {
 	t.Helper()
-	h := testenv.ReplicationHost(t, "changes", 1)
-	prefix := testenv.UniquePrefix(t, "chg")
+	return newFleetOn(t, "changes", 1, testenv.UniquePrefix(t, "chg"))
+}
+
+// newFleetOn is newFleet on a host of its own name and server id, with
+// the shard databases named by prefix.
+func newFleetOn(t testing.TB, name string, id int, prefix string) *fleet {
+	t.Helper()
+	h := testenv.ReplicationHost(t, name, id)
 	m, err := shardmap.SingleHost(h.DSN(), 2, prefix)
 	if err != nil {
 		t.Fatal(err)
