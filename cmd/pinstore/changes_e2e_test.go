@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
@@ -31,10 +32,16 @@ type changeFleet struct {
 	env  map[string]string
 }
 
-func startChangeFleet(t *testing.T) *changeFleet {
+func startChangeFleet(t *testing.T) *changeFleet { return startChangeFleetEnv(t, nil) }
+
+// startChangeFleetEnv is startChangeFleet with more of the server's
+// environment.
+func startChangeFleetEnv(t *testing.T, extra map[string]string) *changeFleet {
 	t.Helper()
 	h := testenv.ReplicationHost(t, "changes-e2e", 1)
-	s := startServerEnv(t, map[string]string{"PINSTORE_MYSQL_DSN": h.DSN()})
+	env := map[string]string{"PINSTORE_MYSQL_DSN": h.DSN()}
+	maps.Copy(env, extra)
+	s := startServerEnv(t, env)
 	return &changeFleet{server: s, host: h, env: map[string]string{
 		"PINSTORE_MYSQL_DSN": h.DSN(), "PINSTORE_SHARDS": strconv.Itoa(e2eShards), "PINSTORE_DB_PREFIX": s.prefix,
 	}}
