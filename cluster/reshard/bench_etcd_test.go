@@ -2,6 +2,7 @@ package reshard_test
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/pinstore/pinstore/cluster/etcdtopo"
 	"github.com/pinstore/pinstore/cluster/reshard"
+	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store"
@@ -45,22 +47,7 @@ func followEtcd(t *testing.T, c *etcdtopo.Client, s *store.Store, id string, rev
 // map in etcd: two servers (stores) follow it, each with the default write
 // buffer and one writer creating pins on the moving shards.
 func benchEtcdMove(t *testing.T, f fileMap, s *store.Store, n int, boards []uint64, seeded int64) {
-	e := testenv.StartEtcd(t, 1)
-	u, _ := etcdtopo.ParseURL(e.URL(f.prefix))
-	c, err := etcdtopo.Dial(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	m := s.Map()
-	rev, err := c.PutMap(ctx, m, 0, "bench")
-	if err != nil {
-		t.Fatal(err)
-	}
-	servers := []*store.Store{s, openFile(t, f, 0, false)}
-	for i, sv := range servers {
-		followEtcd(t, c, sv, "server"+string(rune('a'+i)), rev)
-	}
+	c, servers := etcdServers(t, f, s)
 	ld := newLoad()
 	var acked, failed atomic.Int64
 	var wrote sync.Mutex
@@ -112,4 +99,44 @@ func benchEtcdMove(t *testing.T, f fileMap, s *store.Store, n int, boards []uint
 	if failed.Load() > 0 || expired > 0 {
 		t.Errorf("writers saw %d errors, %d writes refused after the buffer window", failed.Load(), expired)
 	}
+}
+
+// etcdServers puts s's map in a new etcd and returns its client and two
+// servers following it: s, and a second store on f.
+func etcdServers(t *testing.T, f fileMap, s *store.Store) (*etcdtopo.Client, []*store.Store) {
+	t.Helper()
+	e := testenv.StartEtcd(t, 1)
+	u, _ := etcdtopo.ParseURL(e.URL(f.prefix))
+	c, err := etcdtopo.Dial(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	rev, err := c.PutMap(ctx, s.Map(), 0, "bench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := []*store.Store{s, openFile(t, f, 0, false)}
+	for i, sv := range servers {
+		followEtcd(t, c, sv, "server"+string(rune('a'+i)), rev)
+	}
+	return c, servers
+}
+
+// boardOnEachShard creates users until one lives on each of the n shards,
+// and a board for each: the boards, by shard.
+func boardOnEachShard(t *testing.T, s *store.Store, n int) []uint64 {
+	t.Helper()
+	boards := make([]uint64, n)
+	for have, i := 0, 0; have < n; i++ {
+		if i > 100*n {
+			t.Fatal("users never cover every shard")
+		}
+		u := mustUser(t, s, fmt.Sprintf("u%d", i))
+		if sh := idcodec.ShardOf(u); boards[sh] == 0 {
+			boards[sh] = mustBoard(t, s, u)
+			have++
+		}
+	}
+	return boards
 }

@@ -54,17 +54,7 @@ func TestMoveShardsBench(t *testing.T) {
 	// One user, board and pin per shard through the API, then the pin
 	// cloned in SQL to perShard pins with their board_pins and user_pins.
 	begin = time.Now()
-	boards := make([]uint64, n)
-	for have, i := 0, 0; have < n; i++ {
-		if i > 40*n {
-			t.Fatal("users never cover every shard")
-		}
-		u := mustUser(t, s, fmt.Sprintf("u%d", i))
-		if sh := idcodec.ShardOf(u); boards[sh] == 0 {
-			boards[sh] = mustBoard(t, s, u)
-			have++
-		}
-	}
+	boards := boardOnEachShard(t, s, n)
 	db, err := sql.Open("mysql", a)
 	if err != nil {
 		t.Fatal(err)

@@ -12,12 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/pinstore/pinstore/cluster/etcdtopo"
 	"github.com/pinstore/pinstore/cluster/reshard"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/model"
-	"github.com/pinstore/pinstore/store"
 )
 
 // slowWrite is the write time over which TestMoveWriteGapBench notes when
@@ -79,17 +77,7 @@ func TestMoveWriteGapBench(t *testing.T) {
 		fmt.Sprintf("{shards: 0-%d, host: h0}", 2*group-1), fmt.Sprintf("{shards: %d-%d, host: h1}", 2*group, 3*group-1))
 	s := openFile(t, f, 0, true)
 
-	boards := make([]uint64, 3*group)
-	for have, i := 0, 0; have < len(boards); i++ {
-		if i > 100*len(boards) {
-			t.Fatal("users never cover every shard")
-		}
-		u := mustUser(t, s, fmt.Sprintf("g%d", i))
-		if sh := idcodec.ShardOf(u); boards[sh] == 0 {
-			boards[sh] = mustBoard(t, s, u)
-			have++
-		}
-	}
+	boards := boardOnEachShard(t, s, 3*group)
 	// The moving shards get perShard pins each, cloned in SQL.
 	db, err := sql.Open("mysql", a)
 	if err != nil {
@@ -109,21 +97,7 @@ func TestMoveWriteGapBench(t *testing.T) {
 		}
 	}
 
-	e := testenv.StartEtcd(t, 1)
-	u, _ := etcdtopo.ParseURL(e.URL(f.prefix))
-	c, err := etcdtopo.Dial(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	rev, err := c.PutMap(ctx, s.Map(), 0, "bench")
-	if err != nil {
-		t.Fatal(err)
-	}
-	servers := []*store.Store{s, openFile(t, f, 0, false)}
-	for i, sv := range servers {
-		followEtcd(t, c, sv, "server"+string(rune('a'+i)), rev)
-	}
+	c, servers := etcdServers(t, f, s)
 
 	classes := []*gapClass{
 		{name: "moving range (h0 → h1)", boards: boards[:group]},
