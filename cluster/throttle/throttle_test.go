@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -159,5 +160,66 @@ func TestWaitIsBounded(t *testing.T) {
 	cancel()
 	if err := th.Wait(cctx, []throttle.Host{{Name: "a", DB: db}}); err == nil {
 		t.Fatal("Wait on a busy host with a cancelled context returned nil")
+	}
+}
+
+// TestWaitsWhileReplicaLags: a real replica that applies its master's
+// transactions late (MASTER_DELAY) holds the work back once its
+// Seconds_Behind_Master passes the limit, and the throttler says so
+// ("throttled: replica lag Ns > 1s on r"); once the replica catches up the
+// wait returns.
+func TestWaitsWhileReplicaLags(t *testing.T) {
+	master := testenv.ReplicationHost(t, "throttle-master", 1)
+	replica := testenv.ReplicationHost(t, "throttle-replica", 2, "--read-only=ON")
+	replica.Exec(t, "SET GLOBAL gtid_slave_pos = ''",
+		"CHANGE MASTER TO MASTER_HOST = '127.0.0.1', MASTER_PORT = "+strconv.Itoa(master.Port())+", MASTER_USER = 'root', MASTER_USE_GTID = slave_pos, MASTER_DELAY = 60",
+		"START SLAVE")
+	db, err := topology.Dial(replica.DSN(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	master.Exec(t, "CREATE DATABASE throttle_lag", "CREATE TABLE throttle_lag.t (n INT PRIMARY KEY)", "INSERT INTO throttle_lag.t VALUES (1)")
+
+	// The replica received the transactions and holds them for a minute:
+	// its lag grows past a second.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		lag, ok, err := throttle.ReplicaLag(context.Background(), db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok && lag > time.Second {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the delayed replica's lag is %v (known: %v) after 30s", lag, ok)
+		}
+	}
+	out := &lines{new: make(chan string, 1)}
+	th := throttle.New(throttle.Limits{ReplicaLag: time.Second, ThreadsRunning: -1, MaxWait: time.Hour, Poll: 50 * time.Millisecond}, out.logf)
+	done := make(chan error, 1)
+	go func() { done <- th.Wait(context.Background(), []throttle.Host{{Name: "r", DB: db, Replica: true}}) }()
+	select {
+	case line := <-out.new:
+		if !strings.HasPrefix(line, "throttled: replica lag ") || !strings.HasSuffix(line, " > 1s on r") {
+			t.Fatalf("the throttler said %q, want throttled: replica lag N > 1s on r", line)
+		}
+	case err := <-done:
+		t.Fatalf("Wait returned (%v) while the replica was a minute behind", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("a replica a minute behind did not hold the work back within 10s")
+	}
+	// The replica catches up: the work goes on.
+	replica.Exec(t, "STOP SLAVE", "CHANGE MASTER TO MASTER_DELAY = 0", "START SLAVE")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the wait did not end within 30s of the replica catching up")
+	}
+	if _, n := th.Waited(); n != 1 {
+		t.Fatalf("Waited counts %d waits, want 1", n)
 	}
 }
