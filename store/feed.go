@@ -184,7 +184,7 @@ func (s *Feeds) RepairFeeds(ctx context.Context, dryRun bool, progress io.Writer
 			rep.Stale += int(k)
 		}
 		// Every follow of this shard against its followee's pins.
-		err = scanTable(ctx, sh, model.UserFollowing.Table(), 500, func(follows []shardsql.PairRow) error {
+		err = s.scanTable(ctx, sh, model.UserFollowing.Table(), 500, func(follows []shardsql.PairRow) error {
 			for _, f := range follows {
 				if err := s.repairFollowFeed(ctx, sh, f, dryRun, &rep); err != nil {
 					return err
@@ -204,9 +204,12 @@ func (s *Feeds) RepairFeeds(ctx context.Context, dryRun bool, progress io.Writer
 
 // scanTable reads every row of one of sh's mapping tables in batches of n,
 // in primary-key order, and hands each batch to fn.
-func scanTable(ctx context.Context, sh topology.Shard, table string, n int, fn func([]shardsql.PairRow) error) error {
+func (s *core) scanTable(ctx context.Context, sh topology.Shard, table string, n int, fn func([]shardsql.PairRow) error) error {
 	var last shardsql.PairRow
 	for {
+		if err := s.pace(ctx, sh.Host.Name); err != nil {
+			return err
+		}
 		rows, err := shardsql.ScanPairs(ctx, sh.Host.DB, sh.DB, table, last.From, last.To, n)
 		if err != nil {
 			return err

@@ -67,7 +67,7 @@ func (s *Ops) Migrate(ctx context.Context, opt MigrateOptions) error {
 	for i, h := range hosts {
 		shards := t.ShardsOf(h)
 		wg.Go(func() {
-			if errs[i] = migrateHost(ctx, h, t, shards, ms, opt.PerHost, &done); errs[i] == nil {
+			if errs[i] = s.migrateHost(ctx, h, t, shards, ms, opt.PerHost, &done); errs[i] == nil {
 				// Recorded once every shard of the host is migrated: a
 				// server checks the record before it writes (provision.go).
 				if err := migrations.RecordDeployment(ctx, h.DB, m.DBPrefix, m.Shards); err != nil {
@@ -84,7 +84,7 @@ func (s *Ops) Migrate(ctx context.Context, opt MigrateOptions) error {
 	return errors.Join(errs...)
 }
 
-func migrateHost(ctx context.Context, h *topology.Host, t *topology.Topology, shards []int, ms []migrations.Migration, par int, done *atomic.Int64) error {
+func (s *Ops) migrateHost(ctx context.Context, h *topology.Host, t *topology.Topology, shards []int, ms []migrations.Migration, par int, done *atomic.Int64) error {
 	work := make(chan int)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -95,7 +95,11 @@ func migrateHost(ctx context.Context, h *topology.Host, t *topology.Topology, sh
 			defer wg.Done()
 			for n := range work {
 				sh, _ := t.Shard(n)
-				if err := migrations.Apply(ctx, h.DB, sh.Name, ms); err != nil {
+				err := s.pace(ctx, h.Name)
+				if err == nil {
+					err = migrations.Apply(ctx, h.DB, sh.Name, ms)
+				}
+				if err != nil {
 					mu.Lock()
 					if first == nil {
 						first = fmt.Errorf("migrate host %q shard %d: %w", h.Name, n, classify("store.Migrate", sh, err))
@@ -123,6 +127,18 @@ func migrateHost(ctx context.Context, h *topology.Host, t *topology.Topology, sh
 	}
 	return first
 }
+
+// pace holds background work on host back while Config.Pace says so.
+func (s *core) pace(ctx context.Context, host string) error {
+	if s.cfg.Pace == nil {
+		return nil
+	}
+	return s.cfg.Pace(ctx, host)
+}
+
+// SetPace sets Config.Pace: the commands that migrate or repair set it
+// once they have read their flags, before the work starts.
+func (s *Ops) SetPace(pace func(ctx context.Context, host string) error) { s.cfg.Pace = pace }
 
 // every calls fn every d until the returned stop is called; stop returns
 // once fn is no longer running. It reports progress of long operations.

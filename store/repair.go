@@ -136,7 +136,7 @@ func (s *Repairs) scanPairs(ctx context.Context, m, other model.Mapping, checked
 	t := s.router.Current()
 	for n := range t.Len() {
 		sh, _ := t.Shard(n)
-		err := scanTable(ctx, sh, m.Table(), 1000, func(got []shardsql.PairRow) error {
+		err := s.scanTable(ctx, sh, m.Table(), 1000, func(got []shardsql.PairRow) error {
 			*checked += len(got)
 			check := got
 			if keep != nil {

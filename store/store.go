@@ -94,8 +94,14 @@ type Config struct {
 	PoolSize       int            // max open connections per host; default 64
 	PointReadLanes int            // reads by id, and edge checks, out to a host at once before they are batched (pointread, edgeread); default 2
 	QueryTimeout   time.Duration  // per-statement deadline when the caller set none; default 5s
-	FeedBackfill   int            // a followee's newest pins a follow copies into the feed; default 1000
-	FeedSweep      time.Duration  // redo fan-out left in feed_outbox: at Open, then this often; 0 = never (tools)
+	// Pace is called by the work that walks every shard (Migrate, Repair,
+	// RepairFeeds) before each step on a host (a shard's migration, a batch
+	// of rows), with the host's name in the map, and holds the step back
+	// while it runs; an error ends the work. nil: never held back. The
+	// commands set it from package cluster/throttle (busy hosts).
+	Pace         func(ctx context.Context, host string) error
+	FeedBackfill int           // a followee's newest pins a follow copies into the feed; default 1000
+	FeedSweep    time.Duration // redo fan-out left in feed_outbox: at Open, then this often; 0 = never (tools)
 	// FeedPullThreshold: an author with at least this many followers when
 	// they pin is pulled (their pins merged into feeds at read time, not
 	// fanned out); default 10,000 (DefaultFeedPullThreshold).

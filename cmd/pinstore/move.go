@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -43,9 +44,7 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 	confirmWait := fs.Duration("confirm-timeout", time.Minute, "with --servers or PINSTORE_TOPOLOGY: how long a server may take to report a new map before the move stops")
 	par := fs.Int("parallel", 4, "shards copied at once")
 	batch := fs.Int("batch", 1000, "rows per copy chunk")
-	maxThreads := fs.Int("max-threads-running", throttle.DefaultThreadsRunning, "before each copy chunk or catch-up batch, wait while the source's or target's Threads_running is above this (-1: never)")
-	maxLag := fs.Duration("max-replica-lag", throttle.DefaultReplicaLag, "before each copy chunk or catch-up batch, wait while a replica of the source or target lags more than this (-1s: never)")
-	maxWait := fs.Duration("throttle-max-wait", throttle.DefaultMaxWait, "the longest one throttle wait lasts before the move carries on anyway")
+	limits := throttleFlags(fs, "copy chunk or catch-up batch", "the source's or target's")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -79,7 +78,7 @@ func runMoveShards(ctx context.Context, args []string, getenv func(string) strin
 		Settle: *settle, MapPoll: poll, KeepSource: *keep, Abort: *abort,
 		Finish: *finish, Revert: *revert, Keep: *keepFor,
 		Parallel: *par, Batch: *batch, Progress: stdout,
-		Throttle: throttle.Limits{ThreadsRunning: *maxThreads, ReplicaLag: *maxLag, MaxWait: *maxWait},
+		Throttle: limits(),
 	}
 	stateAt := reshard.LockPath(cfg.MapFile)
 	switch {
@@ -189,4 +188,16 @@ func confirmServers(list, token string, timeout time.Duration) (func(context.Con
 		}
 		return nil
 	}, nil
+}
+
+// throttleFlags defines the flags of the throttle (package
+// cluster/throttle) on fs, for work done in steps (step: "copy chunk")
+// on hosts (whose: "the source's"), and returns the limits they set.
+func throttleFlags(fs *flag.FlagSet, step, whose string) func() throttle.Limits {
+	maxThreads := fs.Int("max-threads-running", throttle.DefaultThreadsRunning, "before each "+step+", wait while "+whose+" master's Threads_running is above this (-1: never)")
+	maxLag := fs.Duration("max-replica-lag", throttle.DefaultReplicaLag, "before each "+step+", wait while a replica of "+whose+" master lags more than this (-1s: never)")
+	maxWait := fs.Duration("throttle-max-wait", throttle.DefaultMaxWait, "the longest one throttle wait lasts before the work carries on anyway")
+	return func() throttle.Limits {
+		return throttle.Limits{ThreadsRunning: *maxThreads, ReplicaLag: *maxLag, MaxWait: *maxWait}
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pinstore/pinstore/cluster/changes"
+	"github.com/pinstore/pinstore/cluster/throttle"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/store"
 	"github.com/pinstore/pinstore/store/replicas"
@@ -53,6 +54,7 @@ func openStoreConfig(ctx context.Context, cfg store.Config, stderr io.Writer) (*
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("migrate", "migrate [--per-host N]\n\ncreates and upgrades every shard database the shard map names", stderr)
 	par := fs.Int("per-host", 4, "shards migrated at once on each host")
+	limits := throttleFlags(fs, "shard's migration", "its host's")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -75,6 +77,8 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 			return fmt.Errorf("migrate: host %s's master %s commits nothing: %s. Add a replica first (pinstore replica add), or turn rpl_semi_sync_master_enabled off until one is added", h.Name, h.Addr, st.Stalled())
 		}
 	}
+	pacer := pace(s, limits(), stdout, "migrate")
+	defer pacer.Close()
 	start := time.Now()
 	if err := s.Migrate(ctx, store.MigrateOptions{PerHost: *par, Progress: stdout}); err != nil {
 		return err
@@ -94,6 +98,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 func runRepair(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := newFlags("repair", "repair [--dry-run]\n\nfinds and fixes pairs with one side missing, feeds, and the username index", stderr)
 	dry := fs.Bool("dry-run", false, "only count what is broken (pairs with one side missing, feeds, usernames); change nothing")
+	limits := throttleFlags(fs, "batch of rows", "its host's")
 	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
@@ -106,6 +111,8 @@ func runRepair(ctx context.Context, args []string, getenv func(string) string, s
 	}
 	defer topo.close()
 	defer s.Close()
+	pacer := pace(s, limits(), stderr, "repair")
+	defer pacer.Close()
 	rep, err := s.Repair(ctx, *dry, stderr)
 	if err != nil {
 		return err
@@ -204,4 +211,14 @@ func runID(args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	return fmt.Errorf("unknown id command %q", args[0])
+}
+
+// pace holds the store's background work (migrate, repair) back while a
+// host is busy, by the throttle's limits, saying why on w as "cmd:
+// throttled: …".
+func pace(s *store.Store, lim throttle.Limits, w io.Writer, cmd string) *throttle.Pacer {
+	th := throttle.New(lim, func(format string, args ...any) { fmt.Fprintf(w, cmd+": "+format+"\n", args...) })
+	p := throttle.NewPacer(th, s.Map)
+	s.SetPace(p.Pace)
+	return p
 }
