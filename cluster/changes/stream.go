@@ -88,10 +88,9 @@ func Follow(ctx context.Context, c Config, after Token, emit func(Event) error) 
 		c.Logger = slog.Default()
 	}
 	m := c.Map()
-	names := hostsOf(m)
 	for host := range after.Hosts {
-		if !slices.Contains(names, host) {
-			return model.Errorf(model.EInvalid, "the token names host %s, which holds no shards in the map", host)
+		if spec, ok := m.Hosts[host]; !ok || spec.Master == "" {
+			return model.Errorf(model.EInvalid, "the token names host %s, which the map does not have", host)
 		}
 	}
 
@@ -99,11 +98,15 @@ func Follow(ctx context.Context, c Config, after Token, emit func(Event) error) 
 	defer cancel()
 	tbls := tables()
 	state := map[string]HostPos{}
-	var readers []*hostReader
-	var starts []pos
-	for _, name := range names {
+	read := newProgress()
+	txs := make(chan txn, 16)
+	errc := make(chan error, 1)
+	var layout map[string]columns // the shards' column layout, for hosts that hold none
+	// open starts reading host name, from the position start picks given
+	// what the host says of its binlog.
+	open := func(name string, start func(r *hostReader, st hostState) (pos, error)) error {
 		r := &hostReader{
-			name: name, prefix: m.DBPrefix, shards: m.Shards, tables: tbls, logger: c.Logger, retry: c.Retry,
+			name: name, prefix: m.DBPrefix, shards: m.Shards, tables: tbls, logger: c.Logger, retry: c.Retry, read: read,
 			dsn: func() (string, error) {
 				spec, ok := c.Map().Hosts[name]
 				if !ok {
@@ -111,40 +114,85 @@ func Follow(ctx context.Context, c Config, after Token, emit func(Event) error) 
 				}
 				return spec.Master, nil
 			},
-			owns: func(shard int) bool {
-				r, ok := c.Map().RangeOf(shard)
-				return ok && r.Host == name
-			},
 		}
-		st, err := r.inspect(ctx, m.Hosts[name].Master, m.DBName(firstShard(m, name)))
+		now := c.Map()
+		probe := ""
+		if sh, ok := firstShard(now, name); ok {
+			probe = now.DBName(sh)
+		}
+		st, err := r.inspect(ctx, now.Hosts[name].Master, probe)
 		if err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
-		start := st.current
-		if after.Hosts != nil {
-			hp, ok := after.Hosts[name]
-			if ok {
-				start, _ = parsePos(hp.Pos) // ParseToken checked it
-				state[name] = hp
-			} else {
-				start = pos{} // a host the token did not know: all it holds
-			}
-			if err := r.expired(start, st); err != nil {
-				return err
-			}
+		if r.cols == nil {
+			r.cols = layout
+		} else if layout == nil {
+			layout = r.cols
+		}
+		p, err := start(r, st)
+		if err != nil {
+			return err
 		}
 		if _, ok := state[name]; !ok {
-			state[name] = HostPos{Pos: start.String()}
+			state[name] = HostPos{Pos: p.String()}
 		}
-		readers = append(readers, r)
-		starts = append(starts, start)
+		read.set(name, p)
+		go func() {
+			err := r.run(ctx, p, txs)
+			select {
+			case errc <- err:
+			case <-ctx.Done():
+			}
+		}()
+		return nil
+	}
+	// Every host of the map is read, those that hold no shards too (a
+	// move's target): hosts with shards first, for the column layout.
+	names := hostsOf(m)
+	for _, name := range slices.Sorted(maps.Keys(m.Hosts)) {
+		if !slices.Contains(names, name) && m.Hosts[name].Master != "" {
+			names = append(names, name)
+		}
+	}
+	for _, name := range names {
+		err := open(name, func(r *hostReader, st hostState) (pos, error) {
+			if after.Hosts == nil {
+				return st.current, nil
+			}
+			start := pos{} // a host the token did not know: all it holds
+			if hp, ok := after.Hosts[name]; ok {
+				start, _ = parsePos(hp.Pos) // ParseToken checked it
+				state[name] = hp
+			}
+			return start, r.expired(start, st)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	// A host added to the map while the stream runs is read from its
+	// position when seen, or, if it already holds shards then, from all
+	// it holds.
+	added := func() error {
+		now := c.Map()
+		for _, name := range slices.Sorted(maps.Keys(now.Hosts)) {
+			if _, ok := state[name]; ok || now.Hosts[name].Master == "" {
+				continue
+			}
+			err := open(name, func(r *hostReader, st hostState) (pos, error) {
+				if _, holds := firstShard(now, name); !holds {
+					return st.current, nil
+				}
+				return pos{}, r.expired(pos{}, st)
+			})
+			if err != nil {
+				return err
+			}
+			c.Logger.Info("change stream: reading a host added to the map", "host", name)
+		}
+		return nil
 	}
 
-	txs := make(chan txn, 16)
-	errc := make(chan error, len(readers))
-	for i, r := range readers {
-		go func() { errc <- r.run(ctx, starts[i], txs) }()
-	}
 	f := newFilter(c)
 	token := func() string { return Token{Hosts: maps.Clone(state)}.Encode() }
 	if err := emit(Event{Kind: Progress, Token: token()}); err != nil {
@@ -163,6 +211,9 @@ func Follow(ctx context.Context, c Config, after Token, emit func(Event) error) 
 			}
 			return fmt.Errorf("%s: %w", op, err)
 		case <-tick.C:
+			if err := added(); err != nil {
+				return err
+			}
 			if untold {
 				untold = false
 				if err := emit(Event{Kind: Progress, Token: token()}); err != nil {
@@ -215,12 +266,13 @@ func hostsOf(m *shardmap.Map) []string {
 	return out
 }
 
-// firstShard is the first shard of host's first range in m.
-func firstShard(m *shardmap.Map, host string) int {
+// firstShard is the first shard of host's first range in m; false when
+// the host holds none.
+func firstShard(m *shardmap.Map, host string) (int, bool) {
 	for _, r := range m.Ranges {
 		if r.Host == host {
-			return r.First
+			return r.First, true
 		}
 	}
-	return 0
+	return 0, false
 }
