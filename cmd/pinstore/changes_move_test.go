@@ -65,27 +65,8 @@ func TestChangeStreamAcrossMove(t *testing.T) {
 		from, to = "b", "a"
 	}
 
-	l := &changeLedger{versions: map[string]map[int64]ackedDoc{}, entries: map[string]bool{}}
-	var mu sync.Mutex
-	var pins []object
-	write := func(i int) {
-		_, p, err := cf.call("POST", "/v1/pins", map[string]any{"board_id": board.ID, "description": fmt.Sprintf("p%d", i)}, fmt.Sprintf("mv%d", i))
-		if err != nil {
-			return // held by the move beyond the server's buffer: not acknowledged
-		}
-		l.object(p.ID, p.Version, ackedDoc{kind: changes.Created, description: fmt.Sprintf("p%d", i)})
-		l.entry("board_pins", board.ID, p.ID)
-		mu.Lock()
-		pins = append(pins, p)
-		k := len(pins) / 2 // edit an older pin
-		old := pins[k]
-		mu.Unlock()
-		desc := fmt.Sprintf("e%d", i)
-		_, e, err := cf.call("PATCH", "/v1/pins/"+old.ID, map[string]any{"description": desc}, "")
-		if err == nil {
-			l.object(old.ID, e.Version, ackedDoc{kind: changes.Updated, description: desc})
-		}
-	}
+	w := newPinWriter(cf, board.ID)
+	l, write := w.l, w.write
 	n := 0
 	for ; n < 20; n++ {
 		write(n)
@@ -218,5 +199,151 @@ func checkMoveStream(t *testing.T, name string, evs []changes.Event, l *changeLe
 		if _, ok := keyOf[entry]; !ok {
 			t.Errorf("%s: acknowledged entry %s never told", name, entry)
 		}
+	}
+}
+
+// pinWriter creates pins on a board and edits older ones, recording what
+// was acknowledged in its ledger; a write refused (held by a move beyond
+// the server's buffer) is not acknowledged and not recorded.
+type pinWriter struct {
+	cf    *changeFleet
+	board string
+	l     *changeLedger
+	mu    sync.Mutex
+	pins  []object
+}
+
+func newPinWriter(cf *changeFleet, board string) *pinWriter {
+	return &pinWriter{cf: cf, board: board, l: &changeLedger{versions: map[string]map[int64]ackedDoc{}, entries: map[string]bool{}}}
+}
+
+func (w *pinWriter) write(i int) {
+	_, p, err := w.cf.call("POST", "/v1/pins", map[string]any{"board_id": w.board, "description": fmt.Sprintf("p%d", i)}, fmt.Sprintf("mv%d", i))
+	if err != nil {
+		return
+	}
+	w.l.object(p.ID, p.Version, ackedDoc{kind: changes.Created, description: fmt.Sprintf("p%d", i)})
+	w.l.entry("board_pins", w.board, p.ID)
+	w.mu.Lock()
+	w.pins = append(w.pins, p)
+	old := w.pins[len(w.pins)/2] // edit an older pin
+	w.mu.Unlock()
+	desc := fmt.Sprintf("e%d", i)
+	if _, e, err := w.cf.call("PATCH", "/v1/pins/"+old.ID, map[string]any{"description": desc}, ""); err == nil {
+		w.l.object(old.ID, e.Version, ackedDoc{kind: changes.Updated, description: desc})
+	}
+}
+
+// during runs the writer from pin number from while fn runs, and returns
+// fn's error and the next pin number.
+func (w *pinWriter) during(from int, fn func() error) (int, error) {
+	var moving atomic.Bool
+	moving.Store(true)
+	wrote := make(chan int)
+	go func() {
+		i := from
+		for ; moving.Load() && i < from+2000; i++ {
+			w.write(i)
+		}
+		wrote <- i
+	}()
+	err := fn()
+	moving.Store(false)
+	return <-wrote, err
+}
+
+// TestChangeStreamMoveToEmptyHostAndBack moves a shard to a host that
+// held no shards when the stream started, with writers running, and then
+// reverts the move: the stream reads the empty host from its start, and
+// both directions tell every acknowledged version once (repeats aside),
+// in order per object, with nothing told for the copies.
+func TestChangeStreamMoveToEmptyHostAndBack(t *testing.T) {
+	f := startReplFleet(t, nil, 0, 0)
+	for _, h := range f.hosts {
+		h.master.Exec(t, "SET GLOBAL log_bin_trust_function_creators = ON")
+	}
+	half := fmt.Sprintf("%d-%d", e2eShards/2, e2eShards-1)
+	if out, err := runCmd(t, f.env, "move-shards", "--range", half, "--to", "a", "--settle", "500ms", "--finish"); err != nil {
+		t.Fatalf("emptying host b: %v\n%s", err, out)
+	}
+	s := startServerEnv(t, f.env)
+	cf := &changeFleet{server: s, env: f.env}
+	c := &consumer{env: f.env}
+	stop, ready, consumed := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	go func() { consumed <- c.run(t, stop, ready) }()
+	stopped := false
+	stopConsumer := func() {
+		if !stopped {
+			stopped = true
+			close(stop)
+			if err := <-consumed; err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer stopConsumer()
+	select {
+	case <-ready:
+	case err := <-consumed:
+		t.Fatalf("the consumer stopped before its first token: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no token from pinstore changes within 30s")
+	}
+	user := s.create("/v1/users", map[string]any{"username": "empty"})
+	board := s.create("/v1/boards", map[string]any{"owner_id": user.ID, "name": "b"})
+	bid, _ := strconv.ParseUint(board.ID, 10, 64)
+	shard := int(idcodec.ShardOf(bid))
+	rng := fmt.Sprintf("%d-%d", shard, shard)
+	w := newPinWriter(cf, board.ID)
+	n := 0
+	for ; n < 10; n++ {
+		w.write(n)
+	}
+	n, err := w.during(n, func() error {
+		out, err := runCmd(t, f.env, "move-shards", "--range", rng, "--to", "b", "--settle", "1s")
+		if err != nil {
+			return fmt.Errorf("move: %v\n%s", err, out)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := n; i < n+10; i++ {
+		w.write(i)
+	}
+	n += 10
+	n, err = w.during(n, func() error {
+		out, err := runCmd(t, f.env, "move-shards", "--range", rng, "--to", "b", "--settle", "1s", "--revert")
+		if err != nil {
+			return fmt.Errorf("revert: %v\n%s", err, out)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := n; i < n+10; i++ {
+		w.write(i)
+	}
+	last := s.create("/v1/pins", map[string]any{"board_id": board.ID, "description": "last"})
+	w.l.object(last.ID, last.Version, ackedDoc{kind: changes.Created, description: "last"})
+	hasLast := func(evs []changes.Event) bool {
+		return slices.ContainsFunc(evs, func(e changes.Event) bool { return e.Kind == changes.Created && idStr(e.ID) == last.ID })
+	}
+	waitFor(t, 60*time.Second, "the running consumer to tell the last pin", func() bool { return hasLast(c.snapshot()) })
+	stopConsumer()
+	for name, evs := range map[string][]changes.Event{
+		"running consumer":     c.snapshot(),
+		"from the first token": readChanges(t, f.env, c.first, hasLast),
+	} {
+		var onB bool
+		for _, e := range evs {
+			onB = onB || e.Shard == shard && e.Host == "b"
+		}
+		if !onB {
+			t.Errorf("%s: no event of shard %d from host b, where it lived between the move and the revert", name, shard)
+		}
+		checkMoveStream(t, name, evs, w.l, board.ID)
 	}
 }
