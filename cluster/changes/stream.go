@@ -102,6 +102,7 @@ func Follow(ctx context.Context, c Config, after Token, emit func(Event) error) 
 	txs := make(chan txn, 16)
 	errc := make(chan error, 1)
 	var layout map[string]columns // the shards' column layout, for hosts that hold none
+	reading := map[string]bool{}
 	// open starts reading host name, from the position start picks given
 	// what the host says of its binlog.
 	open := func(name string, start func(r *hostReader, st hostState) (pos, error)) error {
@@ -137,6 +138,7 @@ func Follow(ctx context.Context, c Config, after Token, emit func(Event) error) 
 			state[name] = HostPos{Pos: p.String()}
 		}
 		read.set(name, p)
+		reading[name] = true
 		go func() {
 			err := r.run(ctx, p, txs)
 			select {
@@ -154,39 +156,64 @@ func Follow(ctx context.Context, c Config, after Token, emit func(Event) error) 
 			names = append(names, name)
 		}
 	}
-	for _, name := range names {
-		err := open(name, func(r *hostReader, st hostState) (pos, error) {
+	// from is where host name is read from: the token's position; without
+	// a token, the host's current one; for a host the token did not know,
+	// all it holds.
+	from := func(name string) func(r *hostReader, st hostState) (pos, error) {
+		return func(r *hostReader, st hostState) (pos, error) {
 			if after.Hosts == nil {
 				return st.current, nil
 			}
-			start := pos{} // a host the token did not know: all it holds
+			start := pos{}
 			if hp, ok := after.Hosts[name]; ok {
 				start, _ = parsePos(hp.Pos) // ParseToken checked it
-				state[name] = hp
 			}
 			return start, r.expired(start, st)
-		})
+		}
+	}
+	for name, hp := range after.Hosts {
+		p, _ := parsePos(hp.Pos)
+		state[name] = hp // kept in the token while the host is not read yet
+		read.set(name, p)
+	}
+	for _, name := range names {
+		err := open(name, from(name))
+		if _, holds := firstShard(m, name); err != nil && !holds && !errors.Is(err, ErrExpired) {
+			// A host without shards that does not answer yet is read once
+			// it does (added); until then nothing can move to it.
+			c.Logger.Warn("change stream: a host of the map without shards does not answer; reading it once it does", "host", name, "error", err.Error())
+			continue
+		}
 		if err != nil {
 			return err
 		}
 	}
-	// A host added to the map while the stream runs is read from its
-	// position when seen, or, if it already holds shards then, from all
-	// it holds.
+	// A host added to the map while the stream runs (or one that did not
+	// answer at the start) is read from the token's position if the token
+	// names it, or else from its position when first reached, or, if it
+	// already holds shards then, from all it holds. One that does not
+	// answer is tried again at the next tick.
 	added := func() error {
 		now := c.Map()
 		for _, name := range slices.Sorted(maps.Keys(now.Hosts)) {
-			if _, ok := state[name]; ok || now.Hosts[name].Master == "" {
+			if reading[name] || now.Hosts[name].Master == "" {
 				continue
 			}
-			err := open(name, func(r *hostReader, st hostState) (pos, error) {
-				if _, holds := firstShard(now, name); !holds {
-					return st.current, nil
+			start := from(name)
+			if _, known := after.Hosts[name]; !known {
+				start = func(r *hostReader, st hostState) (pos, error) {
+					if _, holds := firstShard(now, name); !holds {
+						return st.current, nil
+					}
+					return pos{}, r.expired(pos{}, st)
 				}
-				return pos{}, r.expired(pos{}, st)
-			})
-			if err != nil {
-				return err
+			}
+			if err := open(name, start); err != nil {
+				if errors.Is(err, ErrExpired) {
+					return err
+				}
+				c.Logger.Warn("change stream: a host added to the map does not answer yet", "host", name, "error", err.Error())
+				continue
 			}
 			c.Logger.Info("change stream: reading a host added to the map", "host", name)
 		}
