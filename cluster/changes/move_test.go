@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"net"
 	"testing"
 	"time"
@@ -68,5 +69,40 @@ func TestMoveWritesTellNothingOnAReplica(t *testing.T) {
 		if e.Type == "pin" && e.ID == id(1, idcodec.TypePin, 1) {
 			t.Errorf("the move's pin was told from the replica: %+v", e)
 		}
+	}
+}
+
+// TestSpareHostDownDoesNotStopTheStream follows a map that names, beside
+// the host with the shards, a host with none that does not answer: the
+// stream starts and tells the shards' changes all the same.
+func TestSpareHostDownDoesNotStopTheStream(t *testing.T) {
+	f := newFleet(t)
+	m := *f.m
+	m.Hosts = maps.Clone(f.m.Hosts)
+	m.Hosts["spare"] = shardmap.HostSpec{Master: fmt.Sprintf("root@tcp(127.0.0.1:%d)/?timeout=1s", testenv.FreePort(t))}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	started := make(chan struct{})
+	var told changes.Event
+	err := changes.Follow(ctx, changes.Config{Map: func() *shardmap.Map { return &m }, Progress: 50 * time.Millisecond}, changes.Token{}, func(e changes.Event) error {
+		if e.Kind == changes.Progress {
+			select {
+			case <-started:
+			default:
+				close(started)
+				go func() {
+					if _, err := f.db.Exec("INSERT INTO " + f.m.DBName(0) + `.pins (local_id, doc, version, created_at, updated_at) VALUES (1, '{"board_id":"1","owner_id":"1","active":true}', 1, NOW(6), NOW(6))`); err != nil {
+						t.Error(err)
+					}
+				}()
+			}
+			return nil
+		}
+		told = e
+		cancel()
+		return nil
+	})
+	if ctx.Err() != context.Canceled || told.ID != id(0, idcodec.TypePin, 1) {
+		t.Fatalf("Follow returned %v having told %+v; want the pin told", err, told)
 	}
 }
