@@ -89,7 +89,7 @@ func TestChangeStreamAcrossMove(t *testing.T) {
 		}
 		wrote <- i
 	}()
-	out, err := runCmd(t, f.env, "move-shards", "--range", fmt.Sprintf("%d-%d", shard, shard), "--to", to, "--settle", "1s", "--finish")
+	out, err := runCmd(t, f.env, "move-shards", "--range", fmt.Sprintf("%d-%d", shard, shard), "--to", to, "--settle", "2s", "--finish")
 	moving.Store(false)
 	n = <-wrote
 	if err != nil {
@@ -300,7 +300,7 @@ func TestChangeStreamMoveToEmptyHostAndBack(t *testing.T) {
 		w.write(n)
 	}
 	n, err := w.during(n, func() error {
-		out, err := runCmd(t, f.env, "move-shards", "--range", rng, "--to", "b", "--settle", "1s")
+		out, err := runCmd(t, f.env, "move-shards", "--range", rng, "--to", "b", "--settle", "2s")
 		if err != nil {
 			return fmt.Errorf("move: %v\n%s", err, out)
 		}
@@ -314,7 +314,7 @@ func TestChangeStreamMoveToEmptyHostAndBack(t *testing.T) {
 	}
 	n += 10
 	n, err = w.during(n, func() error {
-		out, err := runCmd(t, f.env, "move-shards", "--range", rng, "--to", "b", "--settle", "1s", "--revert")
+		out, err := runCmd(t, f.env, "move-shards", "--range", rng, "--to", "b", "--settle", "2s", "--revert")
 		if err != nil {
 			return fmt.Errorf("revert: %v\n%s", err, out)
 		}
