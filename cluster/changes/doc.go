@@ -15,9 +15,15 @@
 //
 // Invariants:
 //   - Events of one host leave in the order of its binlog, which is commit
-//     order; a shard lives on one host, so events of one shard are in
-//     commit order. Hosts are read side by side, with no order between
-//     them.
+//     order; a shard lives on one host at a time, so events of one shard
+//     are in commit order. Hosts are read side by side, with no order
+//     between them, except across a move: the taking host's reader waits
+//     at the move's arrival mark until the leaving host's reader has
+//     passed the range's last write there (move.go).
+//   - A move's own writes (flagged skip_replication) are never events;
+//     every other change to a shard database is, on whichever host of
+//     the map logged it. Every host of the map is read, those without
+//     shards too.
 //   - An event is only told once its transaction's commit has been read;
 //     all the events of a transaction leave together, numbered from 0
 //     (Event.Index) in the order of its row changes.
@@ -35,5 +41,6 @@
 // Where things are: event.go the Event and its kinds; tables.go which
 // tables are objects and lists and where their columns are; token.go the
 // token; host.go one host's reader; stream.go following every host of a
-// map, with the filter and the token; nats.go the JetStream sink.
+// map, with the filter and the token; move.go following a range across a
+// move; nats.go the JetStream sink.
 package changes

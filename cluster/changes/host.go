@@ -39,6 +39,10 @@ type txn struct {
 	after  pos // the host's position once it is told
 	time   time.Time
 	events []Event
+	// moved: a move's own transaction (flagged skip_replication), which
+	// tells nothing; arrivals are the arrival marks it carries.
+	moved    bool
+	arrivals []arrival
 }
 
 // hostReader follows one host's binlog.
@@ -47,7 +51,7 @@ type hostReader struct {
 	dsn     func() (string, error) // the host's master now
 	prefix  string
 	shards  int
-	owns    func(shard int) bool // the shard lives on this host in the map now
+	read    *progress // how far every host's reader of the stream has handed transactions on
 	tables  map[string]table
 	cols    map[string]columns
 	logger  *slog.Logger
@@ -63,7 +67,8 @@ type hostState struct {
 }
 
 // inspect checks that the host at dsn writes a full row binlog and reads
-// its positions and the column layout of its shard database probe.
+// its positions and the column layout of its shard database probe (none
+// when probe is "").
 func (h *hostReader) inspect(ctx context.Context, dsn, probe string) (hostState, error) {
 	var st hostState
 	db, err := sql.Open("mysql", dsn)
@@ -110,6 +115,9 @@ func (h *hostReader) inspect(ctx context.Context, dsn, probe string) (hostState,
 	if st.oldest, err = parsePos(oldest.String); err != nil {
 		return st, fmt.Errorf("host %s: the GTIDs before %s: %w", h.name, st.oldestFile, err)
 	}
+	if probe == "" {
+		return st, nil // a host with no shards: the layout is another's
+	}
 	if h.cols, err = layouts(ctx, db, probe, h.tables); err != nil {
 		return st, fmt.Errorf("host %s: %w", h.name, err)
 	}
@@ -140,6 +148,9 @@ func (h *hostReader) run(ctx context.Context, p pos, out chan<- txn) error {
 		p = next
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if errors.Is(err, errUnread) {
+			return err
 		}
 		var me *mysql.MyError
 		if errors.As(err, &me) && me.Code == erMasterFatalReadingBinlog {
@@ -234,10 +245,15 @@ func (h *hostReader) follow(ctx context.Context, p pos, out chan<- txn) (pos, er
 		}
 		switch e := ev.Event.(type) {
 		case *replication.MariadbGTIDEvent:
-			cur = &txn{host: h.name, gtid: it.gtid}
+			cur = &txn{host: h.name, gtid: it.gtid, moved: ev.Header.Flags&skipReplicationFlag != 0}
 			standalone = e.IsStandalone()
 		case *replication.RowsEvent:
 			if cur == nil {
+				continue
+			}
+			if ev.Header.Flags&skipReplicationFlag != 0 {
+				cur.moved = true
+				cur.arrivals = append(cur.arrivals, h.arrivals(e)...)
 				continue
 			}
 			evs, err := h.rows(e)
@@ -291,16 +307,33 @@ func (h handler) HandleEvent(e *replication.BinlogEvent) error {
 }
 
 // commit sends the transaction t, committed at ts, and moves p past it.
+// A move's transaction tells nothing (its events are dropped, its
+// position still moves p); when it carries arrival marks, commit returns
+// only once the reader of each host the range left has handed on every
+// transaction up to the mark's position there, so that nothing this host
+// logs later is told before what the other host logged first.
 func (h *hostReader) commit(ctx context.Context, p *pos, t *txn, ts uint32, out chan<- txn) error {
 	t.after = p.with(t.gtid)
 	t.time = time.Unix(int64(ts), 0).UTC()
+	if t.moved {
+		t.events = nil
+	}
 	select {
 	case out <- *t:
 		*p = t.after
-		return nil
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	if h.read == nil {
+		return nil
+	}
+	h.read.set(h.name, *p)
+	for _, a := range t.arrivals {
+		if err := h.read.wait(ctx, h.name, a); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // rows decodes a rows event: events for a shard of this host's and a
@@ -310,7 +343,7 @@ func (h *hostReader) rows(e *replication.RowsEvent) ([]Event, error) {
 		return nil, nil
 	}
 	shard, ok := shardOf(string(e.Table.Schema), h.prefix, h.shards)
-	if !ok || !h.owns(shard) {
+	if !ok {
 		return nil, nil
 	}
 	name := string(e.Table.Table)

@@ -34,10 +34,24 @@ func Snapshot(ctx context.Context, c Config, emit func(Event) error) error {
 	tbls := tables()
 	names := slices.Sorted(maps.Keys(tbls))
 	state := map[string]HostPos{}
+	// Hosts that hold no shards (a move's target) resume from where they
+	// are before any snapshot is taken: whatever they log later is told.
+	for _, host := range slices.Sorted(maps.Keys(m.Hosts)) {
+		if _, holds := firstShard(m, host); holds || m.Hosts[host].Master == "" {
+			continue
+		}
+		r := &hostReader{name: host, tables: tbls}
+		st, err := r.inspect(ctx, m.Hosts[host].Master, "")
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		state[host] = HostPos{Pos: st.current.String()}
+	}
 	for _, host := range hostsOf(m) {
 		r := &hostReader{name: host, tables: tbls}
 		dsn := m.Hosts[host].Master
-		if _, err := r.inspect(ctx, dsn, m.DBName(firstShard(m, host))); err != nil {
+		first, _ := firstShard(m, host)
+		if _, err := r.inspect(ctx, dsn, m.DBName(first)); err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
 		var shards []int

@@ -88,10 +88,9 @@ func Follow(ctx context.Context, c Config, after Token, emit func(Event) error) 
 		c.Logger = slog.Default()
 	}
 	m := c.Map()
-	names := hostsOf(m)
 	for host := range after.Hosts {
-		if !slices.Contains(names, host) {
-			return model.Errorf(model.EInvalid, "the token names host %s, which holds no shards in the map", host)
+		if spec, ok := m.Hosts[host]; !ok || spec.Master == "" {
+			return model.Errorf(model.EInvalid, "the token names host %s, which the map does not have", host)
 		}
 	}
 
@@ -99,11 +98,16 @@ func Follow(ctx context.Context, c Config, after Token, emit func(Event) error) 
 	defer cancel()
 	tbls := tables()
 	state := map[string]HostPos{}
-	var readers []*hostReader
-	var starts []pos
-	for _, name := range names {
+	read := newProgress()
+	txs := make(chan txn, 16)
+	errc := make(chan error, 1)
+	var layout map[string]columns // the shards' column layout, for hosts that hold none
+	reading := map[string]bool{}
+	// open starts reading host name, from the position start picks given
+	// what the host says of its binlog.
+	open := func(name string, start func(r *hostReader, st hostState) (pos, error)) error {
 		r := &hostReader{
-			name: name, prefix: m.DBPrefix, shards: m.Shards, tables: tbls, logger: c.Logger, retry: c.Retry,
+			name: name, prefix: m.DBPrefix, shards: m.Shards, tables: tbls, logger: c.Logger, retry: c.Retry, read: read,
 			dsn: func() (string, error) {
 				spec, ok := c.Map().Hosts[name]
 				if !ok {
@@ -111,40 +115,111 @@ func Follow(ctx context.Context, c Config, after Token, emit func(Event) error) 
 				}
 				return spec.Master, nil
 			},
-			owns: func(shard int) bool {
-				r, ok := c.Map().RangeOf(shard)
-				return ok && r.Host == name
-			},
 		}
-		st, err := r.inspect(ctx, m.Hosts[name].Master, m.DBName(firstShard(m, name)))
+		now := c.Map()
+		probe := ""
+		if sh, ok := firstShard(now, name); ok {
+			probe = now.DBName(sh)
+		}
+		st, err := r.inspect(ctx, now.Hosts[name].Master, probe)
 		if err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
-		start := st.current
-		if after.Hosts != nil {
-			hp, ok := after.Hosts[name]
-			if ok {
-				start, _ = parsePos(hp.Pos) // ParseToken checked it
-				state[name] = hp
-			} else {
-				start = pos{} // a host the token did not know: all it holds
-			}
-			if err := r.expired(start, st); err != nil {
-				return err
-			}
+		if r.cols == nil {
+			r.cols = layout
+		} else if layout == nil {
+			layout = r.cols
+		}
+		p, err := start(r, st)
+		if err != nil {
+			return err
 		}
 		if _, ok := state[name]; !ok {
-			state[name] = HostPos{Pos: start.String()}
+			state[name] = HostPos{Pos: p.String()}
 		}
-		readers = append(readers, r)
-		starts = append(starts, start)
+		read.set(name, p)
+		reading[name] = true
+		go func() {
+			err := r.run(ctx, p, txs)
+			select {
+			case errc <- err:
+			case <-ctx.Done():
+			}
+		}()
+		return nil
+	}
+	// Every host of the map is read, those that hold no shards too (a
+	// move's target): hosts with shards first, for the column layout.
+	names := hostsOf(m)
+	for _, name := range slices.Sorted(maps.Keys(m.Hosts)) {
+		if !slices.Contains(names, name) && m.Hosts[name].Master != "" {
+			names = append(names, name)
+		}
+	}
+	// from is where host name is read from: the token's position; without
+	// a token, the host's current one; for a host the token did not know,
+	// all it holds.
+	from := func(name string) func(r *hostReader, st hostState) (pos, error) {
+		return func(r *hostReader, st hostState) (pos, error) {
+			if after.Hosts == nil {
+				return st.current, nil
+			}
+			start := pos{}
+			if hp, ok := after.Hosts[name]; ok {
+				start, _ = parsePos(hp.Pos) // ParseToken checked it
+			}
+			return start, r.expired(start, st)
+		}
+	}
+	for name, hp := range after.Hosts {
+		p, _ := parsePos(hp.Pos)
+		state[name] = hp // kept in the token while the host is not read yet
+		read.set(name, p)
+	}
+	for _, name := range names {
+		err := open(name, from(name))
+		if _, holds := firstShard(m, name); err != nil && !holds && !errors.Is(err, ErrExpired) {
+			// A host without shards that does not answer yet is read once
+			// it does (added); until then nothing can move to it.
+			c.Logger.Warn("change stream: a host of the map without shards does not answer; reading it once it does", "host", name, "error", err.Error())
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+	// A host added to the map while the stream runs (or one that did not
+	// answer at the start) is read from the token's position if the token
+	// names it, or else from its position when first reached, or, if it
+	// already holds shards then, from all it holds. One that does not
+	// answer is tried again at the next tick.
+	added := func() error {
+		now := c.Map()
+		for _, name := range slices.Sorted(maps.Keys(now.Hosts)) {
+			if reading[name] || now.Hosts[name].Master == "" {
+				continue
+			}
+			start := from(name)
+			if _, known := after.Hosts[name]; !known {
+				start = func(r *hostReader, st hostState) (pos, error) {
+					if _, holds := firstShard(now, name); !holds {
+						return st.current, nil
+					}
+					return pos{}, r.expired(pos{}, st)
+				}
+			}
+			if err := open(name, start); err != nil {
+				if errors.Is(err, ErrExpired) {
+					return err
+				}
+				c.Logger.Warn("change stream: a host added to the map does not answer yet", "host", name, "error", err.Error())
+				continue
+			}
+			c.Logger.Info("change stream: reading a host added to the map", "host", name)
+		}
+		return nil
 	}
 
-	txs := make(chan txn, 16)
-	errc := make(chan error, len(readers))
-	for i, r := range readers {
-		go func() { errc <- r.run(ctx, starts[i], txs) }()
-	}
 	f := newFilter(c)
 	token := func() string { return Token{Hosts: maps.Clone(state)}.Encode() }
 	if err := emit(Event{Kind: Progress, Token: token()}); err != nil {
@@ -163,6 +238,9 @@ func Follow(ctx context.Context, c Config, after Token, emit func(Event) error) 
 			}
 			return fmt.Errorf("%s: %w", op, err)
 		case <-tick.C:
+			if err := added(); err != nil {
+				return err
+			}
 			if untold {
 				untold = false
 				if err := emit(Event{Kind: Progress, Token: token()}); err != nil {
@@ -215,12 +293,13 @@ func hostsOf(m *shardmap.Map) []string {
 	return out
 }
 
-// firstShard is the first shard of host's first range in m.
-func firstShard(m *shardmap.Map, host string) int {
+// firstShard is the first shard of host's first range in m; false when
+// the host holds none.
+func firstShard(m *shardmap.Map, host string) (int, bool) {
 	for _, r := range m.Ranges {
 		if r.Host == host {
-			return r.First
+			return r.First, true
 		}
 	}
-	return 0
+	return 0, false
 }

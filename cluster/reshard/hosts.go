@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/jmoiron/sqlx"
 
 	"github.com/pinstore/pinstore/model"
@@ -51,7 +52,7 @@ func (h *hosts) pool(dsn string) (*sqlx.DB, error) {
 	if db, ok := h.pools[dsn]; ok {
 		return db, nil
 	}
-	db, err := topology.Dial(dsn, h.size)
+	db, err := topology.Dial(flagged(dsn), h.size)
 	if err != nil {
 		return nil, err
 	}
@@ -68,6 +69,22 @@ func (h *hosts) db(m *shardmap.Map, name string) (*sqlx.DB, error) {
 		return nil, model.Errorf(model.EConflict, "host %q of the move is no longer in the shard map; put it back to finish or roll back the move", name)
 	}
 	return h.pool(spec.Master)
+}
+
+// flagged is dsn with skip_replication set on every connection: every
+// write a move makes is flagged in the binary log, so the change stream
+// tells none of them (stream.go). A DSN that does not parse is left as it
+// is, for Dial to refuse.
+func flagged(dsn string) string {
+	c, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return dsn
+	}
+	if c.Params == nil {
+		c.Params = map[string]string{}
+	}
+	c.Params["skip_replication"] = "1"
+	return c.FormatDSN()
 }
 
 // close closes every pool. An error closing one (a connection already

@@ -510,6 +510,9 @@ func (mv *mover) cutover(ctx context.Context, m *shardmap.Map, back, resumed boo
 	if err := mv.hook("verified"); err != nil {
 		return err
 	}
+	if err := mv.markArrival(ctx, m, back); err != nil {
+		return err
+	}
 	if !back {
 		st.Step = stepSwitched
 		if err := mv.lock.save(ctx); err != nil {
