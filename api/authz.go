@@ -277,19 +277,21 @@ func editorInPath(typ idcodec.Type, t *model.ObjectType) userRule {
 
 // editorOf is ref i of the live object id (its editor), read on the
 // object the guard read (the route's pathObjects check has already
-// answered one p may not see as missing). A pin the guard did not read is
-// answered by the owner cache, Store.Owners, rather than a read of the
-// pin. ENotFound as the handler would answer.
+// answered one p may not see as missing). When the guard did not read it
+// and ref i is the owner of a type the owner cache holds
+// (model.ObjectType.OwnerCached), it is answered by the cache,
+// Store.Owners, rather than a read of the object. ENotFound as the
+// handler would answer.
 func (s *Server) editorOf(ctx context.Context, id uint64, typ idcodec.Type, i int) (uint64, error) {
 	o, ok := seen(ctx, id)
-	if !ok && typ == typePin {
+	if d, found := model.TypeOf(typ); !ok && found && d.OwnerCached && i == d.Owner {
 		owners, err := s.ownerCache.Owners(ctx, []uint64{id})
 		if err != nil {
 			return 0, err
 		}
 		owner, ok := owners[id]
 		if !ok {
-			return 0, hidden(typePin)
+			return 0, hidden(typ)
 		}
 		return owner, nil
 	}

@@ -116,6 +116,30 @@ func TestEditorOf(t *testing.T) {
 	}
 }
 
+// TestEditorOfOtherRef: the owner cache answers only for the ref the
+// declaration names as the owner (model.ObjectType.OwnerCached, Owner); any
+// other ref of a pin comes from a read of the pin.
+func TestEditorOfOtherRef(t *testing.T) {
+	pin, board := mustID(vecPin), mustID(vecBoard)
+	pinDoc := []byte(`{"board_id":"` + vecBoard + `","owner_id":"` + otherUser + `","active":true}`)
+	st := fakeStore{
+		get: func(_ context.Context, id uint64, typ idcodec.Type) (model.Object, error) {
+			return model.Object{ID: id, Type: typ, Doc: pinDoc}, nil
+		},
+		owners: func(context.Context, []uint64) (map[uint64]uint64, error) {
+			return map[uint64]uint64{uint64(pin): uint64(mustID(vecUser))}, nil
+		},
+	}
+	s, _, _ := newTestServer(t, &st)
+	got, err := s.editorOf(context.Background(), uint64(pin), typePin, 0) // ref 0: board_id
+	if err != nil || got != uint64(board) {
+		t.Fatalf("editorOf(pin, ref 0) = %d, %v; want the board %d", got, err, uint64(board))
+	}
+	if !slices.Equal(st.calls, []string{"Get"}) {
+		t.Fatalf("store calls %v, want [Get]", st.calls)
+	}
+}
+
 // TestCreateBodiesFollowTheSpec: each create route's body, as its type's
 // declaration makes it (its Given ids not in the path, then its Editable
 // members), holds exactly the members openapi.yaml documents for it, and

@@ -25,6 +25,11 @@ type ObjectType struct {
 	// tokens) sees it while it is secret; -1 for a type that is never
 	// secret.
 	Owner int
+	// OwnerCached is set for a type whose owner (Refs[Owner]) the owner
+	// cache holds (store.Owners, package ownercache): the API answers a
+	// write's editor check from it rather than a read of the object when
+	// the editor is the owner.
+	OwnerCached bool
 	// SecretFrom is the board's list through which an object inherits
 	// its board's secret flag (every change of the flag rewrites the
 	// objects on it); 0 for a type that does not inherit it.
@@ -190,10 +195,11 @@ var objectTypes = [...]ObjectType{
 		New:   func() Doc { return new(PinDoc) },
 		Wire: []WireField{{"board_id", "", KindID}, {"owner_id", "", KindID}, {"link", `""`, KindURL}, {"description", `""`, KindText},
 			{"image_url", `""`, KindURL}, {"data", "{}", KindData}, {"saved_from", "null", KindID}, {"section_id", "null", KindID}, {"secret", "false", KindFlag}},
-		Editable:   []string{"link", "description", "image_url", "data"},
-		Counted:    []Mapping{PinLikers, PinComments, PinSaves},
-		Owner:      1,
-		SecretFrom: BoardPins,
+		Editable:    []string{"link", "description", "image_url", "data"},
+		Counted:     []Mapping{PinLikers, PinComments, PinSaves},
+		Owner:       1,
+		OwnerCached: true,
+		SecretFrom:  BoardPins,
 		Members: []Member{RefMember(BoardPins, 0), RefMember(UserPins, 1),
 			{SectionPins, func(d Doc) ID { return d.(*PinDoc).SectionID }}},
 		Parent: BoardPins,
