@@ -11,7 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/pinstore/pinstore/cluster/throttle"
+	"github.com/pinstore/pinstore/internal/tracing"
 	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardmap"
@@ -345,7 +348,7 @@ func (mv *mover) forward(ctx context.Context, m *shardmap.Map, pos string) error
 	st := mv.lock.state
 	switch pos {
 	case stepCopy:
-		if err := mv.copyStep(ctx, m); err != nil {
+		if err := phase(ctx, "copy and catch-up", func(ctx context.Context) error { return mv.copyStep(ctx, m) }); err != nil {
 			return err
 		}
 		var err error
@@ -354,7 +357,7 @@ func (mv *mover) forward(ctx context.Context, m *shardmap.Map, pos string) error
 		}
 		fallthrough
 	case stepHold:
-		if err := mv.cutover(ctx, m, false, pos == stepHold); err != nil {
+		if err := phase(ctx, "hold and switch", func(ctx context.Context) error { return mv.cutover(ctx, m, false, pos == stepHold) }); err != nil {
 			return err
 		}
 		mv.logf("switched: copy %v (%d rows, then %d catch-up passes applying %d changes); writes held off %v (final pass %v: %d changes applied, %d keys verified)",
@@ -365,7 +368,7 @@ func (mv *mover) forward(ctx context.Context, m *shardmap.Map, pos string) error
 	}
 	mv.rep.Switched = true
 	if st.Step != stepFinishing {
-		if err := mv.keep(ctx); err != nil {
+		if err := phase(ctx, "keep", mv.keep); err != nil {
 			return err
 		}
 		if !mv.opt.Finish {
@@ -373,7 +376,20 @@ func (mv *mover) forward(ctx context.Context, m *shardmap.Map, pos string) error
 			return nil
 		}
 	}
-	return mv.finishStep(ctx)
+	return phase(ctx, "finish", mv.finishStep)
+}
+
+// phase runs one phase of a move as a child span of the command's span
+// ("move-shards copy and catch-up"), when the command is traced; the
+// progress lines stay events of the command's span.
+func phase(ctx context.Context, name string, fn func(context.Context) error) error {
+	ctx, span := tracing.Child(ctx, "move-shards "+name, trace.SpanKindInternal)
+	err := fn(ctx)
+	if span != nil {
+		tracing.Fail(span, err)
+		span.End()
+	}
+	return err
 }
 
 // copyStep is the first pass, every shard copied while writes flow (once:

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +19,8 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/pinstore/pinstore/internal/testenv"
 )
 
 // otlpSink is an OTLP/HTTP trace receiver: it decodes each export as the
@@ -253,4 +258,58 @@ func nearHits(s *server) bool {
 		}
 	}
 	return false
+}
+
+// TestMoveTraced runs `pinstore move-shards --finish` with tracing on
+// against an OTLP/HTTP receiver: the command's span has a child span for
+// each phase of the move, inside it, in the same trace.
+func TestMoveTraced(t *testing.T) {
+	sink := &otlpSink{}
+	collector := httptest.NewServer(sink)
+	defer collector.Close()
+	a := testenv.MySQLDSN(t)
+	b := testenv.StartHost(t, "cmd-move-traced").DSN()
+	prefix := testenv.UniquePrefix(t, "mt")
+	for _, d := range []string{a, b} {
+		t.Cleanup(func() { testenv.DropDatabases(t, d, prefix) })
+	}
+	path := filepath.Join(t.TempDir(), "shards.yaml")
+	body := fmt.Sprintf("shards: 4\ndb_prefix: %s\nhosts:\n  h0: {master: %q}\n  h1: {master: %q}\nranges:\n  - {shards: 0-1, host: h0}\n  - {shards: 2-3, host: h1}\n", prefix, a, b)
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"PINSTORE_SHARD_MAP": path, "PINSTORE_REDIS_DISABLED": "true"}
+	if _, err := runCmd(t, env, "migrate"); err != nil {
+		t.Fatal(err)
+	}
+	env["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.URL
+	env["OTEL_TRACES_SAMPLER"] = "always_on"
+	if out, err := runCmd(t, env, "move-shards", "--range", "0-1", "--to", "h1", "--settle", "100ms", "--finish"); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	sink.mu.Lock()
+	defer sink.mu.Unlock()
+	var root *tracepb.Span
+	for _, sp := range sink.spans {
+		if sp.Name == "pinstore move-shards" {
+			root = sp
+		}
+	}
+	if root == nil {
+		t.Fatalf("no span of the command among %d spans (bad exports: %v)", len(sink.spans), sink.bad)
+	}
+	phases := map[string]bool{}
+	for _, sp := range sink.spans {
+		if string(sp.ParentSpanId) == string(root.SpanId) && strings.HasPrefix(sp.Name, "move-shards ") {
+			if string(sp.TraceId) != string(root.TraceId) || sp.StartTimeUnixNano < root.StartTimeUnixNano || sp.EndTimeUnixNano > root.EndTimeUnixNano {
+				t.Errorf("phase %s is not inside the command's span", sp.Name)
+			}
+			phases[strings.TrimPrefix(sp.Name, "move-shards ")] = true
+		}
+	}
+	for _, want := range []string{"copy and catch-up", "hold and switch", "keep", "finish"} {
+		if !phases[want] {
+			t.Errorf("no child span for the phase %q; the command's children: %v", want, phases)
+		}
+	}
 }
