@@ -176,8 +176,8 @@ func TestMoveWriteGapBench(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("BENCH the move: %d shards, %d rows; copy and catch-up %v (%d passes, %d changes); writes held off %v (final pass %v: %d changes, %d keys verified); total %v",
-		rep.Shards, rep.Rows, round(rep.Copy), rep.Passes, rep.CatchUp, round(rep.Held), round(rep.Final), rep.FinalRows, rep.Verified, round(rep.Total))
+	t.Logf("BENCH the move: %d shards, %d rows; copy and catch-up %v (%d passes, %d changes); writes held off %v (%v; final pass: %d changes, %d keys verified); total %v",
+		rep.Shards, rep.Rows, round(rep.Copy), rep.Passes, rep.CatchUp, round(rep.Held), rep.Phases, rep.FinalRows, rep.Verified, round(rep.Total))
 	var ids []uint64
 	for _, cl := range classes {
 		if cl.failed > 0 {

@@ -106,6 +106,22 @@ type Options struct {
 	every time.Duration           // tests: how often progress is printed; default a second
 }
 
+// Phases is the time of each phase of a cut-over (Report.Phases); Held
+// is, up to the map reads between them, Settle+Final+Arrival+Switch.
+type Phases struct {
+	Hold    time.Duration // writing the read-only map
+	Settle  time.Duration // until every server routes by it and older writes ended
+	Final   time.Duration // final pass: last changes applied and verified
+	Arrival time.Duration // marking the arrival on the taking side
+	Switch  time.Duration // writing the switched map (writes flow again from its load)
+}
+
+// String is the phases as a progress line shows them.
+func (p Phases) String() string {
+	return fmt.Sprintf("hold %v, settle %v, final pass %v, arrival %v, switch %v",
+		round(p.Hold), round(p.Settle), round(p.Final), round(p.Arrival), round(p.Switch))
+}
+
 // Report is what a move did and how long it took.
 type Report struct {
 	Shards     int           // shards in the range
@@ -120,6 +136,7 @@ type Report struct {
 	Copy       time.Duration // first pass and catch-up passes, writes still flowing
 	Final      time.Duration // final pass and verification, writes held
 	Held       time.Duration // from the read-only map to the switched map
+	Phases     Phases        // the cut-over's time, phase by phase
 	Kept       int64         // target changes applied to the old copies after the switch (Keep)
 	Total      time.Duration
 	Switched   bool   // the range is on its new host (or, after a revert, back on its source)
@@ -491,20 +508,24 @@ func (mv *mover) cutover(ctx context.Context, m *shardmap.Map, back, resumed boo
 				return err
 			}
 		}
+		holdBegin := time.Now()
 		ro, err := mv.rewrite(ctx, from, mv.onRange(func(r *shardmap.Range) { r.ReadOnly = true }), "holding writes")
 		if err != nil {
 			return err
 		}
 		heldAt = time.Now()
+		mv.rep.Phases.Hold = heldAt.Sub(holdBegin)
 		m = ro
 		if err := mv.hook("held"); err != nil {
 			return err
 		}
 	}
 	mv.logf("writes held: shards %s read-only in the map (version %s)", st.Range, m.Version())
+	settleBegin := time.Now()
 	if err := mv.settle(ctx, m.Version()); err != nil {
 		return err
 	}
+	mv.rep.Phases.Settle = time.Since(settleBegin)
 	if err := mv.hook("final"); err != nil {
 		return err
 	}
@@ -512,6 +533,7 @@ func (mv *mover) cutover(ctx context.Context, m *shardmap.Map, back, resumed boo
 	n, err := mv.eachShard(ctx, m, "final pass", back, 4*mv.opt.Parallel, mv.finalShard)
 	mv.rep.FinalRows += n
 	mv.rep.Final = time.Since(begin)
+	mv.rep.Phases.Final = mv.rep.Final
 	mv.mu.Lock()
 	mv.counts = map[int]*rowCounts{} // they count this direction; the old copies are kept the other way
 	mv.mu.Unlock()
@@ -526,21 +548,25 @@ func (mv *mover) cutover(ctx context.Context, m *shardmap.Map, back, resumed boo
 	if err := mv.hook("verified"); err != nil {
 		return err
 	}
+	begin = time.Now()
 	if err := mv.markArrival(ctx, m, back); err != nil {
 		return err
 	}
+	mv.rep.Phases.Arrival = time.Since(begin)
 	if !back {
 		st.Step = stepSwitched
 		if err := mv.lock.save(ctx); err != nil {
 			return err
 		}
 	}
+	begin = time.Now()
 	sw, err := mv.rewrite(ctx, held, switchTo, what)
 	if err != nil {
 		return err
 	}
+	mv.rep.Phases.Switch = time.Since(begin)
 	mv.rep.Held = time.Since(heldAt)
-	mv.logf("%s: shards %s writable on %s (map version %s); writes were held off for %v", what, st.Range, strings.Join(rangeHosts(sw, st), ", "), sw.Version(), round(mv.rep.Held))
+	mv.logf("%s: shards %s writable on %s (map version %s); writes were held off for %v (%v)", what, st.Range, strings.Join(rangeHosts(sw, st), ", "), sw.Version(), round(mv.rep.Held), mv.rep.Phases)
 	return nil
 }
 

@@ -96,3 +96,29 @@ func TestMoveShowsCopyProgress(t *testing.T) {
 		t.Fatalf("recorded progress: %+v of %+v", p, st)
 	}
 }
+
+// TestMoveShowsCutoverPhases: a move's report and its progress line at the
+// switch break the time writes were held down by phase of the cut-over,
+// and the phases after the read-only map fit inside that time.
+func TestMoveShowsCutoverPhases(t *testing.T) {
+	e := newMoveEnv(t, 0, 0)
+	var out syncBuffer
+	opt := reshard.Options{First: 0, Last: 0, To: "h1", Parallel: 1, Batch: 100, Progress: &out,
+		Confirm: func(context.Context, string) error { return nil }, ConfirmDrains: true}
+	rep, err := e.move(opt)
+	if err != nil {
+		t.Fatalf("move: %v\n%s", err, out.String())
+	}
+	p := rep.Phases
+	if p.Hold <= 0 || p.Final <= 0 || p.Switch <= 0 {
+		t.Fatalf("phases not timed: %+v", p)
+	}
+	if in := p.Settle + p.Final + p.Arrival + p.Switch; in > rep.Held {
+		t.Fatalf("phases after the hold took %v, more than the %v writes were held", in, rep.Held)
+	}
+	re := regexp.MustCompile(`switched: shards 0-0 writable on h1 .*writes were held off for \S+ \(hold \S+, settle \S+, final pass \S+, arrival \S+, switch \S+\)`)
+	if !re.MatchString(out.String()) {
+		t.Fatalf("no cut-over breakdown in the progress:\n%s", out.String())
+	}
+	t.Logf("held %v: %v", rep.Held, p)
+}
