@@ -192,16 +192,7 @@ func shardOf(t *testing.T, id string) int {
 func TestBackupRestoreToTimeE2E(t *testing.T) {
 	f := startReplFleet(t, nil, 1, 1)
 	s := startServerEnv(t, f.env)
-	l := &ledger{s: s, rng: rand.New(rand.NewPCG(1, 2)), boards: map[string]string{}, pins: map[string]string{},
-		ever: map[string]bool{}, likes: map[[2]string]bool{}, follows: map[[2]string]bool{}, liked: map[[2]string]bool{}}
-	for i := range 6 {
-		u := s.create("/v1/users", map[string]any{"username": fmt.Sprintf("bk%d", i)})
-		l.users = append(l.users, u)
-		l.boards[u.ID] = s.create("/v1/boards", map[string]any{"owner_id": u.ID, "name": "b"}).ID
-	}
-	for range 60 {
-		l.step()
-	}
+	l := newLedger(s, 1, "bk")
 
 	// Backups, with writes going on.
 	dir := t.TempDir()
@@ -372,16 +363,7 @@ func TestBackupRestoreAfterMoveE2E(t *testing.T) {
 		h.master.Exec(t, "SET GLOBAL log_bin_trust_function_creators = ON")
 	}
 	s := startServerEnv(t, f.env)
-	l := &ledger{s: s, rng: rand.New(rand.NewPCG(3, 4)), boards: map[string]string{}, pins: map[string]string{},
-		ever: map[string]bool{}, likes: map[[2]string]bool{}, follows: map[[2]string]bool{}, liked: map[[2]string]bool{}}
-	for i := range 6 {
-		u := s.create("/v1/users", map[string]any{"username": fmt.Sprintf("mv%d", i)})
-		l.users = append(l.users, u)
-		l.boards[u.ID] = s.create("/v1/boards", map[string]any{"owner_id": u.ID, "name": "b"}).ID
-	}
-	for range 60 {
-		l.step()
-	}
+	l := newLedger(s, 3, "mv")
 	dir := t.TempDir()
 	bk := filepath.Join(dir, "backup-a")
 	if out, err := runCmd(t, f.env, "backup", "--host", "a", "--to", bk); err != nil {
@@ -467,4 +449,20 @@ func mustRun(t *testing.T, env map[string]string, args ...string) string {
 		t.Fatalf("%s: %v\n%s", args[0], err, out)
 	}
 	return out
+}
+
+// newLedger makes six users with a board each through s, then takes 60
+// random steps.
+func newLedger(s *server, seed uint64, name string) *ledger {
+	l := &ledger{s: s, rng: rand.New(rand.NewPCG(seed, seed+1)), boards: map[string]string{}, pins: map[string]string{},
+		ever: map[string]bool{}, likes: map[[2]string]bool{}, follows: map[[2]string]bool{}, liked: map[[2]string]bool{}}
+	for i := range 6 {
+		u := s.create("/v1/users", map[string]any{"username": fmt.Sprintf("%s%d", name, i)})
+		l.users = append(l.users, u)
+		l.boards[u.ID] = s.create("/v1/boards", map[string]any{"owner_id": u.ID, "name": "b"}).ID
+	}
+	for range 60 {
+		l.step()
+	}
+	return l
 }
