@@ -44,21 +44,7 @@ func TestMoveShardsArgs(t *testing.T) {
 // TestMoveShardsCommand runs migrate and move-shards as an operator would,
 // between the shared MariaDB and a host the test starts.
 func TestMoveShardsCommand(t *testing.T) {
-	a := testenv.MySQLDSN(t)
-	b := testenv.StartHost(t, "cmd-move").DSN()
-	prefix := testenv.UniquePrefix(t, "cm")
-	for _, d := range []string{a, b} {
-		t.Cleanup(func() { testenv.DropDatabases(t, d, prefix) })
-	}
-	path := filepath.Join(t.TempDir(), "shards.yaml")
-	body := fmt.Sprintf("shards: 4\ndb_prefix: %s\nhosts:\n  h0: {master: %q}\n  h1: {master: %q}\nranges:\n  - {shards: 0-1, host: h0}\n  - {shards: 2-3, host: h1}\n", prefix, a, b)
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{"PINSTORE_SHARD_MAP": path, "PINSTORE_REDIS_DISABLED": "true"}
-	if _, err := runCmd(t, env, "migrate"); err != nil {
-		t.Fatal(err)
-	}
+	env, path, prefix := twoHostMapFile(t, "cmd-move")
 	out, err := runCmd(t, env, "move-shards", "--range", "0-1", "--to", "h1", "--settle", "100ms", "--finish")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -262,4 +248,28 @@ func TestMoveShardsAtDefaultsUnderWrites(t *testing.T) {
 		}
 		th.must(http.StatusOK, http.MethodGet, "/v1/pins/"+id, nil)
 	}
+}
+
+// twoHostMapFile writes a map file of 4 shards, 0-1 on the machine's
+// MariaDB (h0) and 2-3 on a private host named name (h1), migrates them,
+// and returns the environment of a command reading it, its path and its
+// database prefix.
+func twoHostMapFile(t *testing.T, name string) (env map[string]string, path, prefix string) {
+	t.Helper()
+	a := testenv.MySQLDSN(t)
+	b := testenv.StartHost(t, name).DSN()
+	prefix = testenv.UniquePrefix(t, "cm")
+	for _, d := range []string{a, b} {
+		t.Cleanup(func() { testenv.DropDatabases(t, d, prefix) })
+	}
+	path = filepath.Join(t.TempDir(), "shards.yaml")
+	body := fmt.Sprintf("shards: 4\ndb_prefix: %s\nhosts:\n  h0: {master: %q}\n  h1: {master: %q}\nranges:\n  - {shards: 0-1, host: h0}\n  - {shards: 2-3, host: h1}\n", prefix, a, b)
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env = map[string]string{"PINSTORE_SHARD_MAP": path, "PINSTORE_REDIS_DISABLED": "true"}
+	if _, err := runCmd(t, env, "migrate"); err != nil {
+		t.Fatal(err)
+	}
+	return env, path, prefix
 }

@@ -4,12 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,8 +16,6 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/pinstore/pinstore/internal/testenv"
 )
 
 // otlpSink is an OTLP/HTTP trace receiver: it decodes each export as the
@@ -267,21 +262,7 @@ func TestMoveTraced(t *testing.T) {
 	sink := &otlpSink{}
 	collector := httptest.NewServer(sink)
 	defer collector.Close()
-	a := testenv.MySQLDSN(t)
-	b := testenv.StartHost(t, "cmd-move-traced").DSN()
-	prefix := testenv.UniquePrefix(t, "mt")
-	for _, d := range []string{a, b} {
-		t.Cleanup(func() { testenv.DropDatabases(t, d, prefix) })
-	}
-	path := filepath.Join(t.TempDir(), "shards.yaml")
-	body := fmt.Sprintf("shards: 4\ndb_prefix: %s\nhosts:\n  h0: {master: %q}\n  h1: {master: %q}\nranges:\n  - {shards: 0-1, host: h0}\n  - {shards: 2-3, host: h1}\n", prefix, a, b)
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{"PINSTORE_SHARD_MAP": path, "PINSTORE_REDIS_DISABLED": "true"}
-	if _, err := runCmd(t, env, "migrate"); err != nil {
-		t.Fatal(err)
-	}
+	env, _, _ := twoHostMapFile(t, "cmd-move-traced")
 	env["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.URL
 	env["OTEL_TRACES_SAMPLER"] = "always_on"
 	if out, err := runCmd(t, env, "move-shards", "--range", "0-1", "--to", "h1", "--settle", "100ms", "--finish"); err != nil {
