@@ -29,9 +29,11 @@ const usage = `usage: pinstore COMMAND [flags]
 commands:
   serve [--addr ADDR] [--backups DIR]
                              run the HTTP API (--backups: report the backups' ages on /metrics)
-  migrate [--per-host N]     create and upgrade every shard database the map names
+  migrate [--per-host N] [--max-threads-running N] [--max-replica-lag D] [--throttle-max-wait D]
+                             create and upgrade every shard database the map names, waiting while a host is busy
   shards                     print the shard map and whether each host answers (exit 1 if any does not)
-  repair [--dry-run]         find and fix pairs with one side missing, feeds, and the username index
+  repair [--dry-run] [--max-threads-running N] [--max-replica-lag D] [--throttle-max-wait D]
+                             find and fix pairs with one side missing, feeds, and the username index
                              (--dry-run: count what is broken, change nothing)
   move-shards --range A-B --to HOST [--finish | --revert | --abort]
               [--servers URL,URL… | --settle D] [--confirm-timeout D]
@@ -45,9 +47,10 @@ commands:
                              make a MariaDB server a replica of a host's master, named in the map
   failover --host HOST [--to REPLICA] [--catch-up D] [--confirm-timeout D]
                              promote a replica of HOST to master; the old one is fenced
-  changes [--after TOKEN] [--types pin,board] [--lists board_pins]
+  changes [--after TOKEN | --snapshot] [--types pin,board] [--lists board_pins]
           [--nats URL --nats-stream NAME --nats-subjects PREFIX]
-                             print every committed change after TOKEN as NDJSON (or publish to NATS JetStream)
+                             print every committed change after TOKEN as NDJSON (or publish to NATS JetStream);
+                             --snapshot: what exists first, then every change after it
   backup --host HOST --to DIR | backup verify DIR [--scratch DIR]
                              back a host up (mariadb-backup), or prove a backup by restoring it (docs/backups.md)
   binlogs --host HOST --to DIR [--once]

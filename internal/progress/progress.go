@@ -6,7 +6,9 @@ package progress
 
 import (
 	"fmt"
+	"io"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -72,4 +74,20 @@ func Left(done, total int64, elapsed time.Duration) string {
 		left = left.Round(time.Second)
 	}
 	return "about " + left.String() + " left"
+}
+
+// Locked is w made safe for the goroutines of one operation that all
+// print to it (a migration's hosts, its progress ticker and its
+// throttle): one Write at a time, so lines never interleave.
+func Locked(w io.Writer) io.Writer { return &locked{w: w} }
+
+type locked struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *locked) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
