@@ -204,6 +204,40 @@ func (c *consumer) snapshot() []changes.Event {
 	return append([]changes.Event(nil), c.events...)
 }
 
+// startConsumer starts a consumer of `pinstore changes` with env and
+// waits for its first token. stop ends it (once; the test's end stops it
+// too) and fails the test if it ended with an error; done is closed when
+// it ends, by stop or by itself, and then err says why.
+func startConsumer(t *testing.T, env map[string]string) (c *consumer, stop func(), done <-chan struct{}, err func() error) {
+	t.Helper()
+	c = &consumer{env: env}
+	stopCh, ready, ended := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var runErr error
+	go func() {
+		runErr = c.run(t, stopCh, ready)
+		close(ended)
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			close(stopCh)
+			<-ended
+			if runErr != nil {
+				t.Error(runErr)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	select {
+	case <-ready:
+	case <-ended:
+		t.Fatalf("the consumer stopped before its first token: %v", runErr)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no token from pinstore changes within 30s")
+	}
+	return c, stop, ended, func() error { <-ended; return runErr }
+}
+
 // TestChangeStreamEndToEnd runs writers against the real server on a
 // host with row binlogs and a consumer of `pinstore changes` that is
 // stopped and resumed from its tokens many times: every acknowledged
@@ -212,16 +246,7 @@ func (c *consumer) snapshot() []changes.Event {
 func TestChangeStreamEndToEnd(t *testing.T) {
 	f := startChangeFleet(t)
 	l := &changeLedger{versions: map[string]map[int64]ackedDoc{}, entries: map[string]bool{}}
-	c := &consumer{env: f.env}
-	stop, ready, consumed := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() { consumed <- c.run(t, stop, ready) }()
-	select {
-	case <-ready:
-	case err := <-consumed:
-		t.Fatalf("the consumer stopped before its first token: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("no token from pinstore changes within 30s")
-	}
+	c, stopConsumer, consumerDone, consumerErr := startConsumer(t, f.env)
 
 	const writers, rounds = 3, 12
 	users := make([]string, writers)
@@ -342,14 +367,14 @@ func TestChangeStreamEndToEnd(t *testing.T) {
 			t.Fatalf("after 60s the stream has not told %d acknowledged writes, e.g. %v", len(m), m[:min(5, len(m))])
 		}
 		select {
-		case err := <-consumed:
-			t.Fatalf("the consumer stopped: %v", err)
+		case <-consumerDone:
+			t.Fatalf("the consumer stopped: %v", consumerErr())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	close(stop)
-	if err := <-consumed; err != nil {
-		t.Fatal(err)
+	stopConsumer()
+	if t.Failed() {
+		t.FailNow()
 	}
 
 	// Repeats carry the same key and the same content; drop them.

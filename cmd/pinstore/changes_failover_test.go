@@ -23,22 +23,7 @@ func TestChangeStreamAcrossFailover(t *testing.T) {
 	f := startReplFleet(t, nil, 1)
 	h := f.hosts[0]
 	s := startServerEnv(t, f.env)
-	c := &consumer{env: f.env}
-	stop, ready, consumed := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() { consumed <- c.run(t, stop, ready) }()
-	defer func() {
-		close(stop)
-		if err := <-consumed; err != nil {
-			t.Error(err)
-		}
-	}()
-	select {
-	case <-ready:
-	case err := <-consumed:
-		t.Fatalf("the consumer stopped before its first token: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("no token from pinstore changes within 30s")
-	}
+	c, _, _, _ := startConsumer(t, f.env)
 
 	user := s.create("/v1/users", map[string]any{"username": "cf"})
 	board := s.create("/v1/boards", map[string]any{"owner_id": user.ID, "name": "b"})

@@ -34,27 +34,7 @@ func TestChangeStreamAcrossMove(t *testing.T) {
 	}
 	s := startServerEnv(t, f.env)
 	cf := &changeFleet{server: s, env: f.env}
-	c := &consumer{env: f.env}
-	stop, ready, consumed := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() { consumed <- c.run(t, stop, ready) }()
-	stopped := false
-	stopConsumer := func() {
-		if !stopped {
-			stopped = true
-			close(stop)
-			if err := <-consumed; err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	defer stopConsumer()
-	select {
-	case <-ready:
-	case err := <-consumed:
-		t.Fatalf("the consumer stopped before its first token: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("no token from pinstore changes within 30s")
-	}
+	c, stopConsumer, _, _ := startConsumer(t, f.env)
 
 	user := s.create("/v1/users", map[string]any{"username": "mover"})
 	board := s.create("/v1/boards", map[string]any{"owner_id": user.ID, "name": "b"})
@@ -268,27 +248,7 @@ func TestChangeStreamMoveToEmptyHostAndBack(t *testing.T) {
 	}
 	s := startServerEnv(t, f.env)
 	cf := &changeFleet{server: s, env: f.env}
-	c := &consumer{env: f.env}
-	stop, ready, consumed := make(chan struct{}), make(chan struct{}), make(chan error, 1)
-	go func() { consumed <- c.run(t, stop, ready) }()
-	stopped := false
-	stopConsumer := func() {
-		if !stopped {
-			stopped = true
-			close(stop)
-			if err := <-consumed; err != nil {
-				t.Error(err)
-			}
-		}
-	}
-	defer stopConsumer()
-	select {
-	case <-ready:
-	case err := <-consumed:
-		t.Fatalf("the consumer stopped before its first token: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("no token from pinstore changes within 30s")
-	}
+	c, stopConsumer, _, _ := startConsumer(t, f.env)
 	user := s.create("/v1/users", map[string]any{"username": "empty"})
 	board := s.create("/v1/boards", map[string]any{"owner_id": user.ID, "name": "b"})
 	bid, _ := strconv.ParseUint(board.ID, 10, 64)
