@@ -98,6 +98,17 @@ func TestMoveWriteGapBench(t *testing.T) {
 	}
 
 	c, servers := etcdServers(t, f, s)
+	dbB, err := sql.Open("mysql", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dbB.Close()
+	hosts := []*hostSignals{{name: "h0", db: db}, {name: "h1", db: dbB}}
+	watching, stop := context.WithCancel(ctx)
+	defer stop()
+	for _, h := range hosts {
+		go h.watch(watching)
+	}
 
 	classes := []*gapClass{
 		{name: "moving range (h0 → h1)", boards: boards[:group]},
@@ -139,6 +150,15 @@ func TestMoveWriteGapBench(t *testing.T) {
 	}
 	var began time.Time
 	report := func(phase string, d time.Duration) {
+		var around []time.Duration // when a write over 600 ms began
+		for _, cl := range classes {
+			if cl.longest > 2*slowWrite {
+				around = append(around, cl.at.Sub(began))
+			}
+		}
+		for _, h := range hosts {
+			h.report(t, phase, around)
+		}
 		for _, cl := range classes {
 			cl.mu.Lock()
 			var slow []string
@@ -156,12 +176,18 @@ func TestMoveWriteGapBench(t *testing.T) {
 		cl.reset()
 	}
 	began = time.Now()
+	for _, h := range hosts {
+		h.restart()
+	}
 	time.Sleep(quiet)
 	report("without a move", quiet)
 	for _, cl := range classes {
 		cl.reset()
 	}
 	began = time.Now()
+	for _, h := range hosts {
+		h.restart()
+	}
 	rep, err := reshard.Move(ctx, reshard.Options{
 		First: 0, Last: group - 1, To: "h1", Home: etcdHome{c.Home()}, Finish: os.Getenv("PINSTORE_BENCH_MOVE_NOFINISH") == "", Progress: elapsedWriter{t, began},
 		Confirm: func(ctx context.Context, v string) error {

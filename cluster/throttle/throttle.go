@@ -1,7 +1,11 @@
 // Package throttle holds background work back while the MySQL hosts it
-// touches are busy, by the hosts' own signals: Threads_running (SHOW
-// GLOBAL STATUS) on the masters, and Seconds_Behind_Master (SHOW ALL
-// SLAVES STATUS) on their replicas. A step of the work (a copy chunk, a
+// touches are busy, by the hosts' own signals: Threads_running and how
+// full the redo log is (Innodb_checkpoint_age against
+// Innodb_checkpoint_max_age, SHOW GLOBAL STATUS) on the masters, and
+// Seconds_Behind_Master (SHOW ALL SLAVES STATUS) on their replicas. A
+// redo log that fills up makes InnoDB flush pages synchronously, and
+// every write on the host waits for it: the work must leave that room
+// to the host's own writes. A step of the work (a copy chunk, a
 // batch of the change log) calls Wait first; Wait returns at once while
 // every host is below its limits, and otherwise waits, saying why, until
 // they are, or until MaxWait has passed (then the work carries on: a
@@ -22,15 +26,18 @@ import (
 // Defaults of Limits.
 const (
 	DefaultThreadsRunning = 16
+	DefaultRedoLogPercent = 75
 	DefaultReplicaLag     = 5 * time.Second
 	DefaultMaxWait        = 30 * time.Second
 	DefaultPoll           = 250 * time.Millisecond
 )
 
 // Limits are a throttler's thresholds. Zero fields take the defaults; a
-// negative ThreadsRunning or ReplicaLag turns that signal off.
+// negative ThreadsRunning, RedoLogPercent or ReplicaLag turns that signal
+// off.
 type Limits struct {
 	ThreadsRunning int           // a master's Threads_running above this holds the work back
+	RedoLogPercent int           // a master's checkpoint age above this percentage of its maximum holds the work back
 	ReplicaLag     time.Duration // a replica's Seconds_Behind_Master above this holds the work back
 	MaxWait        time.Duration // the longest one Wait waits before the work carries on anyway
 	Poll           time.Duration // how often the hosts are asked; a reading this recent is reused
@@ -39,6 +46,9 @@ type Limits struct {
 func (l Limits) withDefaults() Limits {
 	if l.ThreadsRunning == 0 {
 		l.ThreadsRunning = DefaultThreadsRunning
+	}
+	if l.RedoLogPercent == 0 {
+		l.RedoLogPercent = DefaultRedoLogPercent
 	}
 	if l.ReplicaLag == 0 {
 		l.ReplicaLag = DefaultReplicaLag
@@ -52,8 +62,8 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// Host is one host the work touches: a master (its Threads_running is
-// read) or a replica (its lag is read). Name is how progress lines name it.
+// Host is one host the work touches: a master (its Threads_running and
+// redo log are read) or a replica (its lag is read). Name is how progress lines name it.
 type Host struct {
 	Name    string
 	DB      *sqlx.DB
@@ -179,7 +189,7 @@ func (t *Throttler) read(ctx context.Context, h Host) string {
 	if h.Replica {
 		reason = t.lag(ctx, h)
 	} else {
-		reason = t.threads(ctx, h)
+		reason = t.master(ctx, h)
 	}
 	t.mu.Lock()
 	t.reading[h.DB] = reading{at: time.Now(), reason: reason}
@@ -187,15 +197,22 @@ func (t *Throttler) read(ctx context.Context, h Host) string {
 	return reason
 }
 
-func (t *Throttler) threads(ctx context.Context, h Host) string {
-	if t.lim.ThreadsRunning < 0 {
+func (t *Throttler) master(ctx context.Context, h Host) string {
+	if t.lim.ThreadsRunning < 0 && t.lim.RedoLogPercent < 0 {
 		return ""
 	}
-	n, err := ThreadsRunning(ctx, h.DB)
-	if err != nil || n <= t.lim.ThreadsRunning {
+	st, err := ReadMaster(ctx, h.DB)
+	if err != nil {
 		return ""
 	}
-	return fmt.Sprintf("threads_running %d > %d on %s", n, t.lim.ThreadsRunning, h.Name)
+	var reasons []string
+	if t.lim.ThreadsRunning >= 0 && st.ThreadsRunning > t.lim.ThreadsRunning {
+		reasons = append(reasons, fmt.Sprintf("threads_running %d > %d on %s", st.ThreadsRunning, t.lim.ThreadsRunning, h.Name))
+	}
+	if p := st.RedoLogPercent(); t.lim.RedoLogPercent >= 0 && p > t.lim.RedoLogPercent {
+		reasons = append(reasons, fmt.Sprintf("redo log %d%% full > %d%% on %s", p, t.lim.RedoLogPercent, h.Name))
+	}
+	return strings.Join(reasons, ", ")
 }
 
 func (t *Throttler) lag(ctx context.Context, h Host) string {
@@ -216,6 +233,50 @@ func ThreadsRunning(ctx context.Context, db *sqlx.DB) (int, error) {
 	var n int
 	err := db.QueryRowContext(ctx, "SHOW GLOBAL STATUS LIKE 'Threads_running'").Scan(&name, &n)
 	return n, err
+}
+
+// MasterStatus is what the throttle reads of a master.
+type MasterStatus struct {
+	ThreadsRunning int
+	// CheckpointAge is the redo log written since the last checkpoint;
+	// at CheckpointMaxAge InnoDB flushes synchronously and writes wait.
+	CheckpointAge, CheckpointMaxAge int64
+}
+
+// RedoLogPercent is how full the redo log is, in percent of the
+// checkpoint age at which writes wait; 0 when the server does not say.
+func (s MasterStatus) RedoLogPercent() int {
+	if s.CheckpointMaxAge <= 0 {
+		return 0
+	}
+	return int(100 * s.CheckpointAge / s.CheckpointMaxAge)
+}
+
+// ReadMaster reads a master's signals in one round trip.
+func ReadMaster(ctx context.Context, db *sqlx.DB) (MasterStatus, error) {
+	rows, err := db.QueryContext(ctx, `SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS
+		WHERE VARIABLE_NAME IN ('THREADS_RUNNING', 'INNODB_CHECKPOINT_AGE', 'INNODB_CHECKPOINT_MAX_AGE')`)
+	if err != nil {
+		return MasterStatus{}, err
+	}
+	defer rows.Close()
+	var st MasterStatus
+	for rows.Next() {
+		var name string
+		var n int64
+		if err := rows.Scan(&name, &n); err != nil {
+			return MasterStatus{}, err
+		}
+		switch strings.ToUpper(name) {
+		case "THREADS_RUNNING":
+			st.ThreadsRunning = int(n)
+		case "INNODB_CHECKPOINT_AGE":
+			st.CheckpointAge = n
+		case "INNODB_CHECKPOINT_MAX_AGE":
+			st.CheckpointMaxAge = n
+		}
+	}
+	return st, rows.Err()
 }
 
 // ReplicaLag is the largest Seconds_Behind_Master of the server's

@@ -223,3 +223,62 @@ func TestWaitsWhileReplicaLags(t *testing.T) {
 		t.Fatalf("Waited counts %d waits, want 1", n)
 	}
 }
+
+// TestWaitsWhileRedoLogFull: writes fill a real host's redo log past the
+// limit, and Wait holds the work back, saying so ("throttled: redo log N%
+// full > 1% on a"); once InnoDB has flushed the pages and checkpointed,
+// the wait returns.
+func TestWaitsWhileRedoLogFull(t *testing.T) {
+	h := testenv.StartHost(t, "throttle-redo")
+	db, err := topology.Dial(h.DSN(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	ctx := context.Background()
+	for _, q := range []string{
+		// The page cleaner keeps every dirty page it may: only the redo
+		// log's own limit makes it flush.
+		"SET GLOBAL innodb_max_dirty_pages_pct = 99",
+		"CREATE DATABASE throttle_redo",
+		"CREATE TABLE throttle_redo.t (n INT PRIMARY KEY AUTO_INCREMENT, b BLOB)",
+		"INSERT INTO throttle_redo.t (b) SELECT RANDOM_BYTES(1024) FROM throttle_redo.seq_1_to_4000",
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	st, err := throttle.ReadMaster(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.CheckpointMaxAge <= 0 || st.RedoLogPercent() < 2 {
+		t.Fatalf("after 4 MB of writes the host reads %+v (%d%% full), want over 1%%", st, st.RedoLogPercent())
+	}
+	out := &lines{new: make(chan string, 1)}
+	th := throttle.New(throttle.Limits{ThreadsRunning: -1, RedoLogPercent: 1, MaxWait: time.Hour, Poll: 50 * time.Millisecond}, out.logf)
+	done := make(chan error, 1)
+	go func() { done <- th.Wait(ctx, []throttle.Host{{Name: "a", DB: db}}) }()
+	line := <-out.new
+	if !strings.HasPrefix(line, "throttled: redo log ") || !strings.HasSuffix(line, "% full > 1% on a") {
+		t.Fatalf("the throttler said %q, want throttled: redo log N%% full > 1%% on a", line)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned (%v) while the redo log was full", err)
+	default:
+	}
+	// Flush every dirty page: the checkpoint catches up.
+	if _, err := db.ExecContext(ctx, "SET GLOBAL innodb_max_dirty_pages_pct = 0"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		st, _ := throttle.ReadMaster(ctx, db)
+		t.Fatalf("Wait still holds the work back a minute after the pages were flushed: %+v", st)
+	}
+}

@@ -29,16 +29,16 @@ const usage = `usage: pinstore COMMAND [flags]
 commands:
   serve [--addr ADDR] [--backups DIR]
                              run the HTTP API (--backups: report the backups' ages on /metrics)
-  migrate [--per-host N] [--max-threads-running N] [--max-replica-lag D] [--throttle-max-wait D]
+  migrate [--per-host N] [--max-threads-running N] [--max-redo-log-percent N] [--max-replica-lag D] [--throttle-max-wait D]
                              create and upgrade every shard database the map names, waiting while a host is busy
   shards                     print the shard map and whether each host answers (exit 1 if any does not)
-  repair [--dry-run] [--max-threads-running N] [--max-replica-lag D] [--throttle-max-wait D]
+  repair [--dry-run] [--max-threads-running N] [--max-redo-log-percent N] [--max-replica-lag D] [--throttle-max-wait D]
                              find and fix pairs with one side missing, feeds, and the username index
                              (--dry-run: count what is broken, change nothing)
   move-shards --range A-B --to HOST [--finish | --revert | --abort]
               [--servers URL,URL… | --settle D] [--confirm-timeout D]
               [--keep D] [--keep-source] [--parallel N] [--batch N]
-              [--max-threads-running N] [--max-replica-lag D] [--throttle-max-wait D]
+              [--max-threads-running N] [--max-redo-log-percent N] [--max-replica-lag D] [--throttle-max-wait D]
                              move a range of shards to another host of the map; the move stays
                              open (reversible) until --finish; --revert moves the range back
   topology push FILE [--revision N] [--init] | pull [--out FILE]

@@ -195,9 +195,10 @@ func confirmServers(list, token string, timeout time.Duration) (func(context.Con
 // on hosts (whose: "the source's"), and returns the limits they set.
 func throttleFlags(fs *flag.FlagSet, step, whose string) func() throttle.Limits {
 	maxThreads := fs.Int("max-threads-running", throttle.DefaultThreadsRunning, "before each "+step+", wait while "+whose+" master's Threads_running is above this (-1: never)")
+	maxRedo := fs.Int("max-redo-log-percent", throttle.DefaultRedoLogPercent, "before each "+step+", wait while "+whose+" master's redo log is fuller than this percentage of the point where InnoDB makes writes wait (-1: never)")
 	maxLag := fs.Duration("max-replica-lag", throttle.DefaultReplicaLag, "before each "+step+", wait while a replica of "+whose+" master lags more than this (-1s: never)")
 	maxWait := fs.Duration("throttle-max-wait", throttle.DefaultMaxWait, "the longest one throttle wait lasts before the work carries on anyway")
 	return func() throttle.Limits {
-		return throttle.Limits{ThreadsRunning: *maxThreads, ReplicaLag: *maxLag, MaxWait: *maxWait}
+		return throttle.Limits{ThreadsRunning: *maxThreads, RedoLogPercent: *maxRedo, ReplicaLag: *maxLag, MaxWait: *maxWait}
 	}
 }

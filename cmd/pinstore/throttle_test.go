@@ -28,7 +28,7 @@ func TestMigrateAndRepairThrottle(t *testing.T) {
 		}
 		return out.String()
 	}
-	limits := []string{"--max-threads-running", "6", "--throttle-max-wait", "200ms"}
+	limits := []string{"--max-threads-running", "6", "--max-redo-log-percent", "-1", "--throttle-max-wait", "200ms"}
 
 	if out := cmd(append([]string{"migrate"}, limits...)...); strings.Contains(out, "throttle") {
 		t.Fatalf("migrate on a host at rest was throttled:\n%s", out)

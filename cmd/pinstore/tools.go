@@ -53,7 +53,7 @@ func openStoreConfig(ctx context.Context, cfg store.Config, stderr io.Writer) (*
 }
 
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("migrate", "migrate [--per-host N] [--max-threads-running N] [--max-replica-lag D] [--throttle-max-wait D]\n\ncreates and upgrades every shard database the shard map names, waiting while a host is busy", stderr)
+	fs := newFlags("migrate", "migrate [--per-host N] [--max-threads-running N] [--max-redo-log-percent N] [--max-replica-lag D] [--throttle-max-wait D]\n\ncreates and upgrades every shard database the shard map names, waiting while a host is busy", stderr)
 	par := fs.Int("per-host", 4, "shards migrated at once on each host")
 	limits := throttleFlags(fs, "shard's migration", "its host's")
 	if err := parseFlags(fs, args, stdout); err != nil {
@@ -98,7 +98,7 @@ func runMigrate(ctx context.Context, args []string, getenv func(string) string, 
 }
 
 func runRepair(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	fs := newFlags("repair", "repair [--dry-run] [--max-threads-running N] [--max-replica-lag D] [--throttle-max-wait D]\n\nfinds and fixes pairs with one side missing, feeds, and the username index", stderr)
+	fs := newFlags("repair", "repair [--dry-run] [--max-threads-running N] [--max-redo-log-percent N] [--max-replica-lag D] [--throttle-max-wait D]\n\nfinds and fixes pairs with one side missing, feeds, and the username index", stderr)
 	dry := fs.Bool("dry-run", false, "only count what is broken (pairs with one side missing, feeds, usernames); change nothing")
 	limits := throttleFlags(fs, "batch of rows", "its host's")
 	if err := parseFlags(fs, args, stdout); err != nil {
