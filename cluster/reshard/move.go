@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/pinstore/pinstore/cluster/throttle"
+	"github.com/pinstore/pinstore/internal/progress"
 	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardmap"
@@ -191,6 +192,8 @@ func (mv *mover) defaults() {
 	if mv.out == nil {
 		mv.out = io.Discard
 	}
+	// The copy's goroutines, its meter and the throttle all print.
+	mv.out = progress.Locked(mv.out)
 	if o.Shards <= 0 {
 		o.Shards = shardmap.DefaultShards
 	}
