@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/pinstore/pinstore/cluster/reshard"
+	"github.com/pinstore/pinstore/cluster/throttle"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/model"
@@ -58,7 +59,9 @@ func (c *gapClass) reset() {
 //
 //	PINSTORE_BENCH_MOVE_GAP=15s go test -count=1 -run TestMoveWriteGapBench -v -timeout 30m ./cluster/reshard
 //
-// PINSTORE_BENCH_MOVE_PINS (default 2000) is the pins on each moving shard.
+// PINSTORE_BENCH_MOVE_PINS (default 2000) is the pins on each moving shard;
+// PINSTORE_BENCH_MOVE_REDO, when set, is the throttle's redo log limit in
+// percent (-1: off).
 func TestMoveWriteGapBench(t *testing.T) {
 	quiet, _ := time.ParseDuration(os.Getenv("PINSTORE_BENCH_MOVE_GAP"))
 	if quiet <= 0 {
@@ -67,6 +70,14 @@ func TestMoveWriteGapBench(t *testing.T) {
 	perShard := 2000
 	if v, _ := strconv.Atoi(os.Getenv("PINSTORE_BENCH_MOVE_PINS")); v > 0 {
 		perShard = v
+	}
+	var lim throttle.Limits
+	if v := os.Getenv("PINSTORE_BENCH_MOVE_REDO"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("PINSTORE_BENCH_MOVE_REDO: %v", err)
+		}
+		lim.RedoLogPercent = n
 	}
 	const group, writers = 8, 4 // shards per group, writers per group
 	// Two private hosts: the machine's shared MariaDB serves other tests,
@@ -189,7 +200,7 @@ func TestMoveWriteGapBench(t *testing.T) {
 		h.restart()
 	}
 	rep, err := reshard.Move(ctx, reshard.Options{
-		First: 0, Last: group - 1, To: "h1", Home: etcdHome{c.Home()}, Finish: os.Getenv("PINSTORE_BENCH_MOVE_NOFINISH") == "", Progress: elapsedWriter{t, began},
+		First: 0, Last: group - 1, To: "h1", Home: etcdHome{c.Home()}, Finish: os.Getenv("PINSTORE_BENCH_MOVE_NOFINISH") == "", Progress: elapsedWriter{t, began}, Throttle: lim,
 		Confirm: func(ctx context.Context, v string) error {
 			_, err := c.WaitDrained(ctx, v, time.Minute)
 			return err
