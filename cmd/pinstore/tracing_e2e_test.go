@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -82,15 +83,7 @@ func attr(s *tracepb.Span, key string) *commonpb.AnyValue {
 // host and role) and Redis commands as children; no span carries the
 // token or the body's content; and the access line names the trace.
 func TestTracingEndToEnd(t *testing.T) {
-	sink := &otlpSink{}
-	collector := httptest.NewServer(sink)
-	defer collector.Close()
-	s := startServerEnv(t, map[string]string{
-		"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL,
-		"OTEL_TRACES_SAMPLER":         "parentbased_traceidratio",
-		"OTEL_TRACES_SAMPLER_ARG":     "1",
-		"OTEL_SERVICE_NAME":           "pinstore-e2e",
-	})
+	s, sink := startTracedServer(t)
 	user := s.create("/v1/users", map[string]any{"username": "tracer"})
 	board := s.create("/v1/boards", map[string]any{"owner_id": user.ID, "name": "traced"})
 
@@ -120,22 +113,7 @@ func TestTracingEndToEnd(t *testing.T) {
 		s.must(http.StatusOK, http.MethodGet, "/v1/pins/"+pin.ID, nil, "Authorization", auth)
 	}
 
-	if err := s.stop(); err != nil { // flushes the spans queued
-		t.Fatalf("stop: %v", err)
-	}
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
-	if len(sink.bad) > 0 {
-		t.Fatalf("the receiver refused exports: %v", sink.bad)
-	}
-
-	for _, sp := range sink.spans {
-		j, _ := protojson.Marshal(sp)
-		t.Logf("span %s %x<-%x %s", sp.Name, sp.SpanId, sp.ParentSpanId, attrString(sp))
-		if bytes.Contains(j, []byte(e2eAdminToken)) || bytes.Contains(j, []byte(marker)) {
-			t.Errorf("span %q carries the token or the body: %s", sp.Name, j)
-		}
-	}
+	spans := sink.after(t, s, e2eAdminToken, marker)
 
 	for _, c := range []struct {
 		method, route, trace, parent string
@@ -147,13 +125,13 @@ func TestTracingEndToEnd(t *testing.T) {
 		{"GET", "/v1/pins/{id}", getTrace, getPar, 200, "", true},
 	} {
 		var req *tracepb.Span
-		for _, sp := range sink.spans {
+		for _, sp := range spans {
 			if sp.Kind == tracepb.Span_SPAN_KIND_SERVER && hexID(sp.TraceId) == c.trace {
 				req = sp
 			}
 		}
 		if req == nil {
-			t.Errorf("%s %s: no server span in trace %s among %d spans", c.method, c.route, c.trace, len(sink.spans))
+			t.Errorf("%s %s: no server span in trace %s among %d spans", c.method, c.route, c.trace, len(spans))
 			continue
 		}
 		if got := hexID(req.ParentSpanId); got != c.parent {
@@ -172,7 +150,7 @@ func TestTracingEndToEnd(t *testing.T) {
 			t.Errorf("%s: principal kind %v, want service", c.route, v)
 		}
 		var shardKids, redisKids int
-		for _, sp := range sink.spans {
+		for _, sp := range spans {
 			if !bytes.Equal(sp.ParentSpanId, req.SpanId) || !bytes.Equal(sp.TraceId, req.TraceId) {
 				continue
 			}
@@ -198,7 +176,7 @@ func TestTracingEndToEnd(t *testing.T) {
 	}
 
 	var nearHit bool
-	for _, sp := range sink.spans {
+	for _, sp := range spans {
 		for _, ev := range sp.Events {
 			if ev.Name == "near copy hit" && sp.Kind == tracepb.Span_SPAN_KIND_SERVER {
 				nearHit = true
@@ -225,6 +203,47 @@ func TestTracingEndToEnd(t *testing.T) {
 	if !logged {
 		t.Errorf("no access line of GET /v1/pins/{id} names trace %s", getTrace)
 	}
+}
+
+// startTracedServer starts the server with tracing on, every trace
+// sampled, exporting to an OTLP/HTTP receiver of the test's.
+func startTracedServer(t *testing.T) (*server, *otlpSink) {
+	t.Helper()
+	sink := &otlpSink{}
+	collector := httptest.NewServer(sink)
+	t.Cleanup(collector.Close)
+	s := startServerEnv(t, map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL,
+		"OTEL_TRACES_SAMPLER":         "parentbased_traceidratio",
+		"OTEL_TRACES_SAMPLER_ARG":     "1",
+		"OTEL_SERVICE_NAME":           "pinstore-e2e",
+	})
+	return s, sink
+}
+
+// after stops s, which flushes the spans it queued, and returns the
+// spans received; it fails t when an export was refused or a span
+// carries one of secrets, or a DSN or password.
+func (o *otlpSink) after(t *testing.T, s *server, secrets ...string) []*tracepb.Span {
+	t.Helper()
+	if err := s.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.bad) > 0 {
+		t.Fatalf("the receiver refused exports: %v", o.bad)
+	}
+	for _, sp := range o.spans {
+		j, _ := protojson.Marshal(sp)
+		t.Logf("span %s %x<-%x %s", sp.Name, sp.SpanId, sp.ParentSpanId, attrString(sp))
+		for _, secret := range append(secrets, "@tcp(", "password") {
+			if bytes.Contains(j, []byte(secret)) {
+				t.Errorf("span %q carries %q: %s", sp.Name, secret, j)
+			}
+		}
+	}
+	return slices.Clone(o.spans)
 }
 
 func hexID(b []byte) string {

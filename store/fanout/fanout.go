@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pinstore/pinstore/internal/metrics"
 	"github.com/pinstore/pinstore/store/topology"
@@ -67,7 +68,11 @@ type Job struct {
 	Outbox      bool // the pin's feed_outbox row is deleted once its rows are written (or removed)
 	// Pull tells every follower of Author that the author is pulled (a
 	// feed_pulled row each), then marks feed_pull_authors told; Pin is 0.
-	Pull      bool
+	Pull bool
+	// From is the span of the request that queued the job (tracing.Origin):
+	// the batch that writes it is linked to it. A job the sweep found in
+	// feed_outbox has none.
+	From      trace.SpanContext
 	cacheOnly bool // a removal whose feed rows are gone: only the owner-cache delete is left
 }
 
