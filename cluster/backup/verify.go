@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/pinstore/pinstore/internal/tracing"
 )
 
 // Verify restores the backup in dir into a scratch data directory under
@@ -32,7 +34,7 @@ func Verify(ctx context.Context, dir, scratchDir string, tools Tools, p io.Write
 	if man.Check.GTID != man.GTID {
 		opt.Binlogs, opt.ToGTID = filepath.Join(dir, BinlogDir), man.Check.GTID
 	}
-	pl, err := check(ctx, opt)
+	pl, err := checkStep(ctx, "verify", opt)
 	if err != nil {
 		return nil, err
 	}
@@ -53,11 +55,23 @@ func Verify(ctx context.Context, dir, scratchDir string, tools Tools, p io.Write
 		return fail(err.Error())
 	}
 	fmt.Fprintf(p, "verify: summing %d shard databases\n", len(man.Check.Databases))
-	got, err := checksums(ctx, srv.db, man.DBPrefix, man.Databases(), nil)
-	if err != nil {
+	var diffs []string
+	var tables int
+	var rows int64
+	err = tracing.Phase(ctx, "verify checksums", func(ctx context.Context) error {
+		got, err := checksums(ctx, srv.db, man.DBPrefix, man.Databases(), nil)
+		if err != nil {
+			return err
+		}
+		diffs, tables, rows = compareSums(man.Check.Databases, got)
+		if len(diffs) > 0 {
+			return fmt.Errorf("%d tables differ from the manifest", len(diffs))
+		}
+		return nil
+	})
+	if err != nil && len(diffs) == 0 {
 		return fail(err.Error())
 	}
-	diffs, tables, rows := compareSums(man.Check.Databases, got)
 	if len(diffs) > 0 {
 		more := ""
 		if len(diffs) > 10 {

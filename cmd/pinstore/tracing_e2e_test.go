@@ -5,8 +5,10 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -222,13 +224,19 @@ func startTracedServer(t *testing.T) (*server, *otlpSink) {
 }
 
 // after stops s, which flushes the spans it queued, and returns the
-// spans received; it fails t when an export was refused or a span
-// carries one of secrets, or a DSN or password.
+// spans received (received).
 func (o *otlpSink) after(t *testing.T, s *server, secrets ...string) []*tracepb.Span {
 	t.Helper()
 	if err := s.stop(); err != nil {
 		t.Fatalf("stop: %v", err)
 	}
+	return o.received(t, secrets...)
+}
+
+// received returns the spans received; it fails t when an export was
+// refused or a span carries one of secrets, or a DSN or password.
+func (o *otlpSink) received(t *testing.T, secrets ...string) []*tracepb.Span {
+	t.Helper()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if len(o.bad) > 0 {
@@ -289,27 +297,94 @@ func TestMoveTraced(t *testing.T) {
 	}
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
-	var root *tracepb.Span
-	for _, sp := range sink.spans {
-		if sp.Name == "pinstore move-shards" {
-			root = sp
-		}
-	}
-	if root == nil {
-		t.Fatalf("no span of the command among %d spans (bad exports: %v)", len(sink.spans), sink.bad)
-	}
-	phases := map[string]bool{}
-	for _, sp := range sink.spans {
-		if string(sp.ParentSpanId) == string(root.SpanId) && strings.HasPrefix(sp.Name, "move-shards ") {
-			if string(sp.TraceId) != string(root.TraceId) || sp.StartTimeUnixNano < root.StartTimeUnixNano || sp.EndTimeUnixNano > root.EndTimeUnixNano {
-				t.Errorf("phase %s is not inside the command's span", sp.Name)
-			}
-			phases[strings.TrimPrefix(sp.Name, "move-shards ")] = true
-		}
-	}
+	phases := commandSteps(t, sink.spans, "pinstore move-shards", "move-shards ")
 	for _, want := range []string{"copy and catch-up", "hold and switch", "keep", "finish"} {
 		if !phases[want] {
 			t.Errorf("no child span for the phase %q; the command's children: %v", want, phases)
+		}
+	}
+}
+
+// commandSteps finds the span of a command (named root) among spans, and
+// returns the names of its child spans named with prefix (the prefix cut),
+// failing t when one is not inside the command's span, in its trace.
+func commandSteps(t *testing.T, spans []*tracepb.Span, root, prefix string) map[string]bool {
+	t.Helper()
+	var r *tracepb.Span
+	for _, sp := range spans {
+		if sp.Name == root {
+			r = sp
+		}
+	}
+	if r == nil {
+		t.Fatalf("no span %q among %d spans", root, len(spans))
+	}
+	steps := map[string]bool{}
+	for _, sp := range spans {
+		if bytes.Equal(sp.ParentSpanId, r.SpanId) && strings.HasPrefix(sp.Name, prefix) {
+			if !bytes.Equal(sp.TraceId, r.TraceId) || sp.StartTimeUnixNano < r.StartTimeUnixNano || sp.EndTimeUnixNano > r.EndTimeUnixNano {
+				t.Errorf("step %s is not inside the span of %s", sp.Name, root)
+			}
+			steps[strings.TrimPrefix(sp.Name, prefix)] = true
+		}
+	}
+	return steps
+}
+
+// TestBackupTraced runs `pinstore backup`, `backup verify` and `restore`
+// of a host (its own mariadbd, with writes in its shards) with tracing on
+// against an OTLP/HTTP receiver, as an administrator with a password:
+// each command's span has a child span for each of its steps, inside it,
+// and no span carries the password or a DSN.
+func TestBackupTraced(t *testing.T) {
+	const password = "pw-secret-91a7"
+	f := startReplFleet(t, nil, 0)
+	f.hosts[0].master.Exec(t,
+		"CREATE USER 'bkadmin'@'%' IDENTIFIED BY '"+password+"'", "GRANT ALL PRIVILEGES ON *.* TO 'bkadmin'@'%'",
+		"CREATE USER 'bkadmin'@'localhost' IDENTIFIED BY '"+password+"'", "GRANT ALL PRIVILEGES ON *.* TO 'bkadmin'@'localhost'")
+	s := startServerEnv(t, f.env)
+	u := s.create("/v1/users", map[string]any{"username": "backed-up"})
+	s.create("/v1/boards", map[string]any{"owner_id": u.ID, "name": "kept"})
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	sink := &otlpSink{}
+	collector := httptest.NewServer(sink)
+	defer collector.Close()
+	env := maps.Clone(f.env)
+	env["PINSTORE_MYSQL_ADMIN"] = "bkadmin:" + password
+	env["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.URL
+	env["OTEL_TRACES_SAMPLER"] = "always_on"
+	dir := t.TempDir()
+	bk := filepath.Join(dir, "backup")
+	for _, args := range [][]string{
+		{"backup", "--host", "a", "--to", bk},
+		{"backup", "verify", bk},
+		{"restore", "--backup", bk, "--datadir", filepath.Join(dir, "restored")},
+	} {
+		if out, err := runCmd(t, env, args...); err != nil {
+			t.Fatalf("%s: %v\n%s", args, err, out)
+		}
+	}
+	spans := sink.received(t, password, "bkadmin:")
+	for _, c := range []struct {
+		root, prefix string
+		want         []string
+	}{
+		{"pinstore backup", "backup ", []string{"choose source", "mariadb-backup", "checksums", "binlog copy", "manifest"}},
+		{"pinstore backup verify", "verify ", []string{"check", "copy", "prepare", "start", "replay", "checksums"}},
+		{"pinstore restore", "restore ", []string{"check", "copy", "prepare", "start", "replay", "shards"}},
+	} {
+		steps := commandSteps(t, spans, c.root, c.prefix)
+		for _, w := range c.want {
+			if !steps[w] {
+				t.Errorf("%s: no child span for the step %q; its steps: %v", c.root, w, steps)
+			}
+		}
+	}
+	for _, sp := range spans {
+		if sp.Name == "backup choose source" && attr(sp, "pinstore.backup.source_role").GetStringValue() != "master" {
+			t.Errorf("backup choose source: %s, want the master as the source", attrString(sp))
 		}
 	}
 }
