@@ -21,18 +21,26 @@ func Phase(ctx context.Context, name string, fn func(context.Context) error) err
 	return err
 }
 
-// Origin is the span context of the sampled span in ctx (a request's),
-// for work the request queues to run after it answers (Queued); the zero
-// SpanContext when there is none, or tracing is off.
-func Origin(ctx context.Context) trace.SpanContext {
+// Link names a sampled span (a request's) that queued work links to: its
+// trace and span ids, 24 bytes to keep with each queued item. The zero
+// Link names none.
+type Link struct {
+	Trace trace.TraceID
+	ID    trace.SpanID
+}
+
+// Origin is the sampled span in ctx (a request's), for work the request
+// queues to run after it answers (Queued); the zero Link when there is
+// none, or tracing is off.
+func Origin(ctx context.Context) Link {
 	if !on.Load() {
-		return trace.SpanContext{}
+		return Link{}
 	}
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsSampled() {
-		return trace.SpanContext{}
+		return Link{}
 	}
-	return sc
+	return Link{sc.TraceID(), sc.SpanID()}
 }
 
 // maxLinks bounds the links of one span of queued work (a batch of a
@@ -40,13 +48,13 @@ func Origin(ctx context.Context) trace.SpanContext {
 const maxLinks = 64
 
 // Links is a bounded set of the origins of queued work, for Queued.
-type Links struct{ scs []trace.SpanContext }
+type Links struct{ scs []Link }
 
-// Add keeps sc when it is valid and there is room; it reports whether
+// Add keeps s when it names a span and there is room; it reports whether
 // the set is full.
-func (l *Links) Add(sc trace.SpanContext) bool {
-	if sc.IsValid() && len(l.scs) < maxLinks {
-		l.scs = append(l.scs, sc)
+func (l *Links) Add(s Link) bool {
+	if s.Trace.IsValid() && s.ID.IsValid() && len(l.scs) < maxLinks {
+		l.scs = append(l.scs, s)
 	}
 	return len(l.scs) >= maxLinks
 }
@@ -65,8 +73,10 @@ func Queued(ctx context.Context, name string, links Links, attrs ...attribute.Ke
 		return ctx, nil
 	}
 	ls := make([]trace.Link, len(links.scs))
-	for i, sc := range links.scs {
-		ls[i] = trace.Link{SpanContext: sc}
+	for i, s := range links.scs {
+		ls[i] = trace.Link{SpanContext: trace.NewSpanContext(trace.SpanContextConfig{
+			TraceID: s.Trace, SpanID: s.ID, TraceFlags: trace.FlagsSampled, Remote: true,
+		})}
 	}
 	return Tracer().Start(ctx, name, trace.WithNewRoot(), trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithLinks(ls...), trace.WithAttributes(attrs...))
