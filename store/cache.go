@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pinstore/pinstore/internal/metrics"
+	"github.com/pinstore/pinstore/internal/tracing"
 	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/objcache"
@@ -54,8 +55,10 @@ type objectCache struct {
 	// pending: invalidations Redis has not taken, with the shard and token
 	// of their cache_outbox rows; reads of these objects skip the cache.
 	pending map[uint64]pendingMark
-	// taken: invalidations Redis took, whose rows are still to delete.
+	// taken: invalidations Redis took, whose rows are still to delete;
+	// links: the sampled requests that made them (the drain's links).
 	taken map[shardsql.DB][]shardsql.CachedMark
+	links tracing.Links
 	gauge prometheus.GaugeFunc
 }
 
@@ -163,6 +166,7 @@ func (oc *objectCache) invalidate(ctx context.Context, db shardsql.DB, ids []uin
 			continue
 		}
 		oc.taken[db] = append(oc.taken[db], shardsql.CachedMark{ID: id, Token: token})
+		oc.links.Add(tracing.Origin(ctx))
 		if old, ok := oc.pending[id]; ok { // earlier writes' invalidations are covered by this one
 			oc.take(id, old)
 			delete(oc.pending, id)
@@ -270,9 +274,11 @@ func (s *core) resendPending(ctx context.Context) {
 func (s *core) cleanTaken(ctx context.Context) {
 	oc := s.objects
 	oc.mu.Lock()
-	taken := oc.taken
-	oc.taken = map[shardsql.DB][]shardsql.CachedMark{}
+	taken, links := oc.taken, oc.links
+	oc.taken, oc.links = map[shardsql.DB][]shardsql.CachedMark{}, tracing.Links{}
 	oc.mu.Unlock()
+	ctx, span := drainSpan(ctx, taken, links)
+	defer endSpan(span)
 	t, release := s.router.Enter()
 	defer release()
 	byHost := map[*topology.Host]map[shardsql.DB][]shardsql.CachedMark{}
@@ -288,7 +294,10 @@ func (s *core) cleanTaken(ctx context.Context) {
 	}
 	for h, marks := range byHost { // one round trip a host
 		c, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
-		_ = shardsql.UnmarkCached(c, h.DB, marks)
+		c, hs := drainHostSpan(c, h, marks)
+		err := shardsql.UnmarkCached(c, h.DB, marks)
+		tracing.Fail(hs, err)
+		endSpan(hs)
 		cancel()
 	}
 }

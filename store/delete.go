@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/internal/tracing"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/fanout"
 	"github.com/pinstore/pinstore/store/shardsql"
@@ -69,8 +70,9 @@ func (s *Objects) Delete(ctx context.Context, id uint64, typ idcodec.Type, ifVer
 	if len(e.pins) > 0 {
 		_ = s.owners.Drop(ctx, e.pins...) // a failure is retried, and made durable by the fan-out job below
 	}
+	from := tracing.Origin(ctx)
 	for _, pin := range e.pins {
-		s.feed.Enqueue(fanout.Job{Pin: pin, Author: e.owner, Remove: true, Outbox: true})
+		s.feed.Enqueue(fanout.Job{Pin: pin, Author: e.owner, Remove: true, Outbox: true, From: from})
 	}
 	if e.username != "" {
 		s.usernames.releaseUsername(ctx, op, usernameKey(e.username), id)

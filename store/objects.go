@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/internal/tracing"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/fanout"
 	"github.com/pinstore/pinstore/store/objcache"
@@ -133,9 +134,9 @@ func (s *Objects) createPin(ctx context.Context, op string, doc model.PinDoc, ac
 	if err == nil && created {
 		switch {
 		case newlyPulled:
-			s.feed.Enqueue(fanout.Job{Author: uint64(doc.OwnerID), Pull: true})
+			s.feed.Enqueue(fanout.Job{Author: uint64(doc.OwnerID), Pull: true, From: tracing.Origin(ctx)})
 		case !pulled:
-			s.feed.Enqueue(fanout.Job{Pin: obj.ID, Author: uint64(doc.OwnerID), Seq: seq, Outbox: true})
+			s.feed.Enqueue(fanout.Job{Pin: obj.ID, Author: uint64(doc.OwnerID), Seq: seq, Outbox: true, From: tracing.Origin(ctx)})
 		}
 	}
 	return obj, created, err

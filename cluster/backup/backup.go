@@ -16,7 +16,10 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pinstore/pinstore/internal/tracing"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
 
@@ -74,7 +77,13 @@ func Backup(ctx context.Context, opt Options) (*Manifest, error) {
 	if len(ranges) == 0 {
 		return nil, fmt.Errorf("host %q holds no range in the map %s: nothing to back up", opt.Host, opt.Map)
 	}
-	src, role, why, err := chooseSource(ctx, opt, spec)
+	var src endpoint
+	var role, why string
+	err = tracing.Phase(ctx, "backup choose source", func(ctx context.Context) error {
+		src, role, why, err = chooseSource(ctx, opt, spec)
+		trace.SpanFromContext(ctx).SetAttributes(attribute.String("pinstore.host", opt.Host), attribute.String("pinstore.backup.source_role", role))
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -105,41 +114,52 @@ func Backup(ctx context.Context, opt Options) (*Manifest, error) {
 		Started: time.Now().UTC(), PinstoreVersion: opt.Version, MariaDBBackupVersion: toolV,
 	}
 	copyStart := time.Now()
-	if err := runBackup(ctx, p, tools, src, datadir, srv, opt.To); err != nil {
-		return nil, err
-	}
-	man.BinlogFile, man.BinlogPos, man.GTID, err = readBinlogInfo(filepath.Join(opt.To, DataDir))
+	err = tracing.Phase(ctx, "backup mariadb-backup", func(ctx context.Context) error {
+		if err := runBackup(ctx, p, tools, src, datadir, srv, opt.To); err != nil {
+			return err
+		}
+		man.BinlogFile, man.BinlogPos, man.GTID, err = readBinlogInfo(filepath.Join(opt.To, DataDir))
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(p, "backup: copied %d MB in %v at GTID %s (%s:%d); summing the shard tables\n", dirSize(filepath.Join(opt.To, DataDir))>>20,
 		time.Since(copyStart).Round(time.Millisecond), orNone(man.GTID), man.BinlogFile, man.BinlogPos)
 
-	snapFile, err := sumSnapshot(ctx, db, man, p)
+	var snapFile string
+	err = tracing.Phase(ctx, "backup checksums", func(ctx context.Context) (err error) {
+		snapFile, err = sumSnapshot(ctx, db, man, p)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	// The binary logs between the copy and the snapshot, for verify's
 	// replay; none when nothing was written in between.
-	if man.Check.GTID == man.GTID {
-		err = os.MkdirAll(filepath.Join(opt.To, BinlogDir), 0o750)
-	} else {
-		err = copyTail(ctx, tools, src, man.BinlogFile, snapFile, filepath.Join(opt.To, BinlogDir))
-	}
+	err = tracing.Phase(ctx, "backup binlog copy", func(ctx context.Context) error {
+		if man.Check.GTID == man.GTID {
+			return os.MkdirAll(filepath.Join(opt.To, BinlogDir), 0o750)
+		}
+		return copyTail(ctx, tools, src, man.BinlogFile, snapFile, filepath.Join(opt.To, BinlogDir))
+	})
 	if err != nil {
 		return nil, err
 	}
-	m2, rev2, err := opt.Map.ReadMap(ctx, opt.Shards, opt.DBPrefix)
+	err = tracing.Phase(ctx, "backup manifest", func(ctx context.Context) error {
+		m2, rev2, err := opt.Map.ReadMap(ctx, opt.Shards, opt.DBPrefix)
+		if err != nil {
+			return fmt.Errorf("read the map again: %w", err)
+		}
+		if err := sameHost(m, m2, opt.Host, src); err != nil {
+			return fmt.Errorf("the map changed while the backup ran (revision %s → %s: %v): this copy may not hold what the map says the host held; nothing was recorded as a backup in %s: delete it and back up again", rev, rev2, err, opt.To)
+		}
+		man.Ended = time.Now().UTC()
+		man.DataBytes = dirSize(filepath.Join(opt.To, DataDir))
+		man.BinlogBytes = dirSize(filepath.Join(opt.To, BinlogDir))
+		return man.write(opt.To)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("read the map again: %w", err)
-	}
-	if err := sameHost(m, m2, opt.Host, src); err != nil {
-		return nil, fmt.Errorf("the map changed while the backup ran (revision %s → %s: %v): this copy may not hold what the map says the host held; nothing was recorded as a backup in %s: delete it and back up again", rev, rev2, err, opt.To)
-	}
-	man.Ended = time.Now().UTC()
-	man.DataBytes = dirSize(filepath.Join(opt.To, DataDir))
-	man.BinlogBytes = dirSize(filepath.Join(opt.To, BinlogDir))
-	if err := man.write(opt.To); err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(p, "backup: done in %v: %d MB of data, %d KB of binary log; manifest %s; not yet verified: run pinstore backup verify %s\n",

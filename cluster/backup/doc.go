@@ -31,6 +31,10 @@
 //     data directory that is not empty, a shard that has moved to another
 //     host since the backup, are refused before anything is written.
 //
+// Each step of Backup, Verify and Restore (choosing the source, the copy,
+// the checksums, a prepare, a replay, ...) runs as a child span of the
+// span in the caller's context, when it records (tracing.Phase).
+//
 // The package reads the map only (MapReader); it never imports package
 // store.
 package backup

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/pinstore/pinstore/internal/tracing"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
 
@@ -66,6 +67,7 @@ type Report struct {
 // plan is a checked restore: everything validated before anything is
 // written.
 type plan struct {
+	name    string // the command, naming its steps' spans: restore, verify
 	man     *Manifest
 	tools   Tools
 	set     *binlogSet
@@ -86,7 +88,7 @@ type plan struct {
 func Restore(ctx context.Context, opt RestoreOptions) (Report, error) {
 	start := time.Now()
 	p := orDiscard(opt.Progress)
-	pl, err := check(ctx, opt)
+	pl, err := checkStep(ctx, "restore", opt)
 	if err != nil {
 		return Report{}, err
 	}
@@ -106,40 +108,14 @@ func Restore(ctx context.Context, opt RestoreOptions) (Report, error) {
 		return rep, err
 	}
 	rep.Replayed = n
-	got, err := tableColumns(ctx, srv.db, pl.man.DBPrefix, pl.man.Databases())
-	if err != nil {
+	if err := tracing.Phase(ctx, "restore shards", func(ctx context.Context) error { return keepShards(ctx, pl, srv, &rep, p) }); err != nil {
 		return rep, err
 	}
-	for _, db := range pl.man.Databases() {
-		if _, ok := got[db]; !ok {
-			if pl.keep[db] {
-				return rep, fmt.Errorf("the restored copy lacks shard database %s (was it dropped before %s?)", db, pl.reach)
-			}
-			continue
-		}
-		if !pl.keep[db] {
-			if _, err := srv.db.ExecContext(ctx, "DROP DATABASE "+ident(db)); err != nil {
-				return rep, fmt.Errorf("drop %s from the copy: %w", db, err)
-			}
-			rep.Dropped = append(rep.Dropped, db)
-			continue
-		}
-		if w, g := len(pl.man.Check.Databases[db]), len(got[db]); w != g && pl.reach.Equal(mustGTID(pl.man.Check.GTID)) {
-			return rep, fmt.Errorf("shard database %s has %d tables; the manifest %d", db, g, w)
-		}
-		rep.Databases = append(rep.Databases, db)
-	}
-	if len(rep.Dropped) > 0 {
-		fmt.Fprintf(p, "restore: dropped %d shard databases not named (%s … %s)\n", len(rep.Dropped), rep.Dropped[0], rep.Dropped[len(rep.Dropped)-1])
-	}
-	if len(pl.reach) > 0 {
-		if _, err := srv.db.ExecContext(ctx, "SET GLOBAL gtid_slave_pos = ?", pl.reach.String()); err != nil {
-			return rep, fmt.Errorf("record the position: %w", err)
-		}
-	}
 	if opt.Load {
-		loaded, err := loadShards(ctx, pl, srv, rep.Databases, opt.Admin, p)
-		rep.Loaded = loaded
+		err := tracing.Phase(ctx, "restore load", func(ctx context.Context) (err error) {
+			rep.Loaded, err = loadShards(ctx, pl, srv, rep.Databases, opt.Admin, p)
+			return err
+		})
 		if err != nil {
 			return rep, err
 		}
@@ -157,6 +133,57 @@ func Restore(ctx context.Context, opt RestoreOptions) (Report, error) {
 	fmt.Fprintf(p, "restore: %s holds host %s's %d shard databases at GTID %s (%d transactions replayed) in %v\n",
 		opt.DataDir, rep.Host, len(rep.Databases), orNone(rep.GTID), rep.Replayed, rep.Took.Round(time.Millisecond))
 	return rep, nil
+}
+
+// keepShards checks that the restored copy holds the shard databases of
+// the plan, drops the ones not kept, and records the position restored
+// to as gtid_slave_pos.
+func keepShards(ctx context.Context, pl *plan, srv *scratch, rep *Report, p io.Writer) error {
+	got, err := tableColumns(ctx, srv.db, pl.man.DBPrefix, pl.man.Databases())
+	if err != nil {
+		return err
+	}
+	for _, db := range pl.man.Databases() {
+		if _, ok := got[db]; !ok {
+			if pl.keep[db] {
+				return fmt.Errorf("the restored copy lacks shard database %s (was it dropped before %s?)", db, pl.reach)
+			}
+			continue
+		}
+		if !pl.keep[db] {
+			if _, err := srv.db.ExecContext(ctx, "DROP DATABASE "+ident(db)); err != nil {
+				return fmt.Errorf("drop %s from the copy: %w", db, err)
+			}
+			rep.Dropped = append(rep.Dropped, db)
+			continue
+		}
+		if w, g := len(pl.man.Check.Databases[db]), len(got[db]); w != g && pl.reach.Equal(mustGTID(pl.man.Check.GTID)) {
+			return fmt.Errorf("shard database %s has %d tables; the manifest %d", db, g, w)
+		}
+		rep.Databases = append(rep.Databases, db)
+	}
+	if len(rep.Dropped) > 0 {
+		fmt.Fprintf(p, "restore: dropped %d shard databases not named (%s … %s)\n", len(rep.Dropped), rep.Dropped[0], rep.Dropped[len(rep.Dropped)-1])
+	}
+	if len(pl.reach) > 0 {
+		if _, err := srv.db.ExecContext(ctx, "SET GLOBAL gtid_slave_pos = ?", pl.reach.String()); err != nil {
+			return fmt.Errorf("record the position: %w", err)
+		}
+	}
+	return nil
+}
+
+// checkStep is check as the first step of the command name (restore,
+// verify), whose later steps the plan's spans are named by.
+func checkStep(ctx context.Context, name string, opt RestoreOptions) (pl *plan, err error) {
+	err = tracing.Phase(ctx, name+" check", func(ctx context.Context) error {
+		pl, err = check(ctx, opt)
+		return err
+	})
+	if pl != nil {
+		pl.name = name
+	}
+	return pl, err
 }
 
 func mustGTID(s string) GTIDPos {
@@ -356,29 +383,51 @@ func restoreInto(ctx context.Context, pl *plan, backup, datadir string, p io.Wri
 		return nil, err
 	}
 	t := time.Now()
-	if err := copyTree(ctx, filepath.Join(backup, DataDir), datadir); err != nil {
+	err := tracing.Phase(ctx, pl.name+" copy", func(ctx context.Context) error {
+		return copyTree(ctx, filepath.Join(backup, DataDir), datadir)
+	})
+	if err != nil {
 		return nil, fmt.Errorf("copy the backup into %s: %w", datadir, err)
 	}
 	fmt.Fprintf(p, "restore: copied %d MB into %s in %v; preparing\n", dirSize(datadir)>>20, datadir, time.Since(t).Round(time.Millisecond))
 	t = time.Now()
-	logf, err := os.Create(filepath.Join(datadir, "pinstore-prepare.log"))
+	err = tracing.Phase(ctx, pl.name+" prepare", func(ctx context.Context) error {
+		logf, err := os.Create(filepath.Join(datadir, "pinstore-prepare.log"))
+		if err != nil {
+			return err
+		}
+		defer logf.Close()
+		err = run(ctx, logf, nil, pl.tools.Backup, "--no-defaults", "--prepare", "--target-dir="+datadir,
+			"--innodb-page-size="+fmt.Sprint(pl.man.Server.PageSize), "--innodb-data-file-path="+pl.man.Server.DataFilePath)
+		if err != nil {
+			return fmt.Errorf("mariadb-backup --prepare: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	err = run(ctx, logf, nil, pl.tools.Backup, "--no-defaults", "--prepare", "--target-dir="+datadir,
-		"--innodb-page-size="+fmt.Sprint(pl.man.Server.PageSize), "--innodb-data-file-path="+pl.man.Server.DataFilePath)
-	logf.Close()
-	if err != nil {
-		return nil, fmt.Errorf("mariadb-backup --prepare: %w", err)
-	}
 	fmt.Fprintf(p, "restore: prepared in %v; starting mariadbd on it\n", time.Since(t).Round(time.Millisecond))
-	return startScratch(ctx, pl.tools, datadir, pl.man.Server)
+	var srv *scratch
+	err = tracing.Phase(ctx, pl.name+" start", func(ctx context.Context) (err error) {
+		srv, err = startScratch(ctx, pl.tools, datadir, pl.man.Server)
+		return err
+	})
+	return srv, err
 }
 
 // replay applies the binary logs from the backup's position to the
 // plan's stop, through the mariadb client; it returns how many
 // transactions the position moved by.
-func replay(ctx context.Context, pl *plan, srv *scratch, p io.Writer) (int, error) {
+func replay(ctx context.Context, pl *plan, srv *scratch, p io.Writer) (n int, err error) {
+	err = tracing.Phase(ctx, pl.name+" replay", func(ctx context.Context) (err error) {
+		n, err = replayBinlogs(ctx, pl, srv, p)
+		return err
+	})
+	return n, err
+}
+
+func replayBinlogs(ctx context.Context, pl *plan, srv *scratch, p io.Writer) (int, error) {
 	if pl.set == nil {
 		return 0, nil
 	}
@@ -431,69 +480,4 @@ func replay(ctx context.Context, pl *plan, srv *scratch, p io.Writer) (int, erro
 	}
 	fmt.Fprintf(p, "restore: replayed to %s in %v\n", pl.reach, time.Since(t).Round(time.Millisecond))
 	return n, nil
-}
-
-// Verify restores the backup in dir into a scratch data directory under
-// scratchDir (default the system's), replays its own binary logs to its
-// checksums' position, compares every table with the manifest, and
-// records the result in the manifest. It returns the result; an error is
-// a verification that could not run (or a failed one, with the result
-// recorded).
-func Verify(ctx context.Context, dir, scratchDir string, tools Tools, p io.Writer) (*Verification, error) {
-	p = orDiscard(p)
-	start := time.Now()
-	man, err := ReadManifest(dir)
-	if err != nil {
-		return nil, err
-	}
-	tmp, err := os.MkdirTemp(scratchDir, "pinstore-verify-")
-	if err != nil {
-		return nil, fmt.Errorf("scratch directory: %w", err)
-	}
-	defer os.RemoveAll(tmp)
-	opt := RestoreOptions{Backup: dir, DataDir: filepath.Join(tmp, "data"), Tools: tools, Progress: p}
-	if man.Check.GTID != man.GTID {
-		opt.Binlogs, opt.ToGTID = filepath.Join(dir, BinlogDir), man.Check.GTID
-	}
-	pl, err := check(ctx, opt)
-	if err != nil {
-		return nil, err
-	}
-	fail := func(problem string) (*Verification, error) {
-		v := &Verification{OK: false, At: time.Now().UTC(), Took: time.Since(start).Round(time.Millisecond).String(), Problem: problem}
-		man.Verified = v
-		if err := man.write(dir); err != nil {
-			return v, err
-		}
-		return v, fmt.Errorf("backup %s FAILED verification: %s", dir, problem)
-	}
-	srv, err := restoreInto(ctx, pl, dir, opt.DataDir, p)
-	if err != nil {
-		return fail(err.Error())
-	}
-	defer srv.stop()
-	if _, err := replay(ctx, pl, srv, p); err != nil {
-		return fail(err.Error())
-	}
-	fmt.Fprintf(p, "verify: summing %d shard databases\n", len(man.Check.Databases))
-	got, err := checksums(ctx, srv.db, man.DBPrefix, man.Databases(), nil)
-	if err != nil {
-		return fail(err.Error())
-	}
-	diffs, tables, rows := compareSums(man.Check.Databases, got)
-	if len(diffs) > 0 {
-		more := ""
-		if len(diffs) > 10 {
-			more = fmt.Sprintf(" (and %d more)", len(diffs)-10)
-			diffs = diffs[:10]
-		}
-		return fail(strings.Join(diffs, "; ") + more)
-	}
-	v := &Verification{OK: true, At: time.Now().UTC(), Took: time.Since(start).Round(time.Millisecond).String(), Tables: tables, Rows: rows}
-	man.Verified = v
-	if err := man.write(dir); err != nil {
-		return v, err
-	}
-	fmt.Fprintf(p, "verify: backup %s is good: restored, replayed to %s, %d tables and %d rows match the source, in %s\n", dir, man.Check.GTID, tables, rows, v.Took)
-	return v, nil
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/pinstore/pinstore/internal/tracing"
 )
 
@@ -52,16 +50,9 @@ type Report struct {
 }
 
 // phase runs one phase of a move as a child span of the command's span
-// ("move-shards copy and catch-up"), when the command is traced; the
-// progress lines stay events of the command's span.
+// ("move-shards copy and catch-up"), when the command is traced.
 func phase(ctx context.Context, name string, fn func(context.Context) error) error {
-	ctx, span := tracing.Child(ctx, "move-shards "+name, trace.SpanKindInternal)
-	err := fn(ctx)
-	if span != nil {
-		tracing.Fail(span, err)
-		span.End()
-	}
-	return err
+	return tracing.Phase(ctx, "move-shards "+name, fn)
 }
 
 func round(d time.Duration) time.Duration { return d.Round(time.Millisecond) }

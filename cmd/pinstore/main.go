@@ -92,8 +92,12 @@ func runCommand(ctx context.Context, cmd string, rest []string, getenv func(stri
 		if terr != nil {
 			return terr
 		}
+		name := "pinstore " + cmd
+		if cmd == "backup" && len(rest) > 0 && rest[0] == "verify" {
+			name += " verify"
+		}
 		var end func(error)
-		ctx, stdout, end = tracing.Operation(ctx, "pinstore "+cmd, stdout)
+		ctx, stdout, end = tracing.Operation(ctx, name, stdout)
 		defer func() {
 			end(err)
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

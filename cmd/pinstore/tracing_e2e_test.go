@@ -5,8 +5,11 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -82,15 +85,7 @@ func attr(s *tracepb.Span, key string) *commonpb.AnyValue {
 // host and role) and Redis commands as children; no span carries the
 // token or the body's content; and the access line names the trace.
 func TestTracingEndToEnd(t *testing.T) {
-	sink := &otlpSink{}
-	collector := httptest.NewServer(sink)
-	defer collector.Close()
-	s := startServerEnv(t, map[string]string{
-		"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL,
-		"OTEL_TRACES_SAMPLER":         "parentbased_traceidratio",
-		"OTEL_TRACES_SAMPLER_ARG":     "1",
-		"OTEL_SERVICE_NAME":           "pinstore-e2e",
-	})
+	s, sink := startTracedServer(t)
 	user := s.create("/v1/users", map[string]any{"username": "tracer"})
 	board := s.create("/v1/boards", map[string]any{"owner_id": user.ID, "name": "traced"})
 
@@ -120,22 +115,7 @@ func TestTracingEndToEnd(t *testing.T) {
 		s.must(http.StatusOK, http.MethodGet, "/v1/pins/"+pin.ID, nil, "Authorization", auth)
 	}
 
-	if err := s.stop(); err != nil { // flushes the spans queued
-		t.Fatalf("stop: %v", err)
-	}
-	sink.mu.Lock()
-	defer sink.mu.Unlock()
-	if len(sink.bad) > 0 {
-		t.Fatalf("the receiver refused exports: %v", sink.bad)
-	}
-
-	for _, sp := range sink.spans {
-		j, _ := protojson.Marshal(sp)
-		t.Logf("span %s %x<-%x %s", sp.Name, sp.SpanId, sp.ParentSpanId, attrString(sp))
-		if bytes.Contains(j, []byte(e2eAdminToken)) || bytes.Contains(j, []byte(marker)) {
-			t.Errorf("span %q carries the token or the body: %s", sp.Name, j)
-		}
-	}
+	spans := sink.after(t, s, e2eAdminToken, marker)
 
 	for _, c := range []struct {
 		method, route, trace, parent string
@@ -147,13 +127,13 @@ func TestTracingEndToEnd(t *testing.T) {
 		{"GET", "/v1/pins/{id}", getTrace, getPar, 200, "", true},
 	} {
 		var req *tracepb.Span
-		for _, sp := range sink.spans {
+		for _, sp := range spans {
 			if sp.Kind == tracepb.Span_SPAN_KIND_SERVER && hexID(sp.TraceId) == c.trace {
 				req = sp
 			}
 		}
 		if req == nil {
-			t.Errorf("%s %s: no server span in trace %s among %d spans", c.method, c.route, c.trace, len(sink.spans))
+			t.Errorf("%s %s: no server span in trace %s among %d spans", c.method, c.route, c.trace, len(spans))
 			continue
 		}
 		if got := hexID(req.ParentSpanId); got != c.parent {
@@ -172,7 +152,7 @@ func TestTracingEndToEnd(t *testing.T) {
 			t.Errorf("%s: principal kind %v, want service", c.route, v)
 		}
 		var shardKids, redisKids int
-		for _, sp := range sink.spans {
+		for _, sp := range spans {
 			if !bytes.Equal(sp.ParentSpanId, req.SpanId) || !bytes.Equal(sp.TraceId, req.TraceId) {
 				continue
 			}
@@ -198,7 +178,7 @@ func TestTracingEndToEnd(t *testing.T) {
 	}
 
 	var nearHit bool
-	for _, sp := range sink.spans {
+	for _, sp := range spans {
 		for _, ev := range sp.Events {
 			if ev.Name == "near copy hit" && sp.Kind == tracepb.Span_SPAN_KIND_SERVER {
 				nearHit = true
@@ -225,6 +205,53 @@ func TestTracingEndToEnd(t *testing.T) {
 	if !logged {
 		t.Errorf("no access line of GET /v1/pins/{id} names trace %s", getTrace)
 	}
+}
+
+// startTracedServer starts the server with tracing on, every trace
+// sampled, exporting to an OTLP/HTTP receiver of the test's.
+func startTracedServer(t *testing.T) (*server, *otlpSink) {
+	t.Helper()
+	sink := &otlpSink{}
+	collector := httptest.NewServer(sink)
+	t.Cleanup(collector.Close)
+	s := startServerEnv(t, map[string]string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT": collector.URL,
+		"OTEL_TRACES_SAMPLER":         "parentbased_traceidratio",
+		"OTEL_TRACES_SAMPLER_ARG":     "1",
+		"OTEL_SERVICE_NAME":           "pinstore-e2e",
+	})
+	return s, sink
+}
+
+// after stops s, which flushes the spans it queued, and returns the
+// spans received (received).
+func (o *otlpSink) after(t *testing.T, s *server, secrets ...string) []*tracepb.Span {
+	t.Helper()
+	if err := s.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	return o.received(t, secrets...)
+}
+
+// received returns the spans received; it fails t when an export was
+// refused or a span carries one of secrets, or a DSN or password.
+func (o *otlpSink) received(t *testing.T, secrets ...string) []*tracepb.Span {
+	t.Helper()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if len(o.bad) > 0 {
+		t.Fatalf("the receiver refused exports: %v", o.bad)
+	}
+	for _, sp := range o.spans {
+		j, _ := protojson.Marshal(sp)
+		t.Logf("span %s %x<-%x %s", sp.Name, sp.SpanId, sp.ParentSpanId, attrString(sp))
+		for _, secret := range append(secrets, "@tcp(", "password") {
+			if bytes.Contains(j, []byte(secret)) {
+				t.Errorf("span %q carries %q: %s", sp.Name, secret, j)
+			}
+		}
+	}
+	return slices.Clone(o.spans)
 }
 
 func hexID(b []byte) string {
@@ -270,27 +297,94 @@ func TestMoveTraced(t *testing.T) {
 	}
 	sink.mu.Lock()
 	defer sink.mu.Unlock()
-	var root *tracepb.Span
-	for _, sp := range sink.spans {
-		if sp.Name == "pinstore move-shards" {
-			root = sp
-		}
-	}
-	if root == nil {
-		t.Fatalf("no span of the command among %d spans (bad exports: %v)", len(sink.spans), sink.bad)
-	}
-	phases := map[string]bool{}
-	for _, sp := range sink.spans {
-		if string(sp.ParentSpanId) == string(root.SpanId) && strings.HasPrefix(sp.Name, "move-shards ") {
-			if string(sp.TraceId) != string(root.TraceId) || sp.StartTimeUnixNano < root.StartTimeUnixNano || sp.EndTimeUnixNano > root.EndTimeUnixNano {
-				t.Errorf("phase %s is not inside the command's span", sp.Name)
-			}
-			phases[strings.TrimPrefix(sp.Name, "move-shards ")] = true
-		}
-	}
+	phases := commandSteps(t, sink.spans, "pinstore move-shards", "move-shards ")
 	for _, want := range []string{"copy and catch-up", "hold and switch", "keep", "finish"} {
 		if !phases[want] {
 			t.Errorf("no child span for the phase %q; the command's children: %v", want, phases)
+		}
+	}
+}
+
+// commandSteps finds the span of a command (named root) among spans, and
+// returns the names of its child spans named with prefix (the prefix cut),
+// failing t when one is not inside the command's span, in its trace.
+func commandSteps(t *testing.T, spans []*tracepb.Span, root, prefix string) map[string]bool {
+	t.Helper()
+	var r *tracepb.Span
+	for _, sp := range spans {
+		if sp.Name == root {
+			r = sp
+		}
+	}
+	if r == nil {
+		t.Fatalf("no span %q among %d spans", root, len(spans))
+	}
+	steps := map[string]bool{}
+	for _, sp := range spans {
+		if bytes.Equal(sp.ParentSpanId, r.SpanId) && strings.HasPrefix(sp.Name, prefix) {
+			if !bytes.Equal(sp.TraceId, r.TraceId) || sp.StartTimeUnixNano < r.StartTimeUnixNano || sp.EndTimeUnixNano > r.EndTimeUnixNano {
+				t.Errorf("step %s is not inside the span of %s", sp.Name, root)
+			}
+			steps[strings.TrimPrefix(sp.Name, prefix)] = true
+		}
+	}
+	return steps
+}
+
+// TestBackupTraced runs `pinstore backup`, `backup verify` and `restore`
+// of a host (its own mariadbd, with writes in its shards) with tracing on
+// against an OTLP/HTTP receiver, as an administrator with a password:
+// each command's span has a child span for each of its steps, inside it,
+// and no span carries the password or a DSN.
+func TestBackupTraced(t *testing.T) {
+	const password = "pw-secret-91a7"
+	f := startReplFleet(t, nil, 0)
+	f.hosts[0].master.Exec(t,
+		"CREATE USER 'bkadmin'@'%' IDENTIFIED BY '"+password+"'", "GRANT ALL PRIVILEGES ON *.* TO 'bkadmin'@'%'",
+		"CREATE USER 'bkadmin'@'localhost' IDENTIFIED BY '"+password+"'", "GRANT ALL PRIVILEGES ON *.* TO 'bkadmin'@'localhost'")
+	s := startServerEnv(t, f.env)
+	u := s.create("/v1/users", map[string]any{"username": "backed-up"})
+	s.create("/v1/boards", map[string]any{"owner_id": u.ID, "name": "kept"})
+	if err := s.stop(); err != nil {
+		t.Fatal(err)
+	}
+	sink := &otlpSink{}
+	collector := httptest.NewServer(sink)
+	defer collector.Close()
+	env := maps.Clone(f.env)
+	env["PINSTORE_MYSQL_ADMIN"] = "bkadmin:" + password
+	env["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.URL
+	env["OTEL_TRACES_SAMPLER"] = "always_on"
+	dir := t.TempDir()
+	bk := filepath.Join(dir, "backup")
+	for _, args := range [][]string{
+		{"backup", "--host", "a", "--to", bk},
+		{"backup", "verify", bk},
+		{"restore", "--backup", bk, "--datadir", filepath.Join(dir, "restored")},
+	} {
+		if out, err := runCmd(t, env, args...); err != nil {
+			t.Fatalf("%s: %v\n%s", args, err, out)
+		}
+	}
+	spans := sink.received(t, password, "bkadmin:")
+	for _, c := range []struct {
+		root, prefix string
+		want         []string
+	}{
+		{"pinstore backup", "backup ", []string{"choose source", "mariadb-backup", "checksums", "binlog copy", "manifest"}},
+		{"pinstore backup verify", "verify ", []string{"check", "copy", "prepare", "start", "replay", "checksums"}},
+		{"pinstore restore", "restore ", []string{"check", "copy", "prepare", "start", "replay", "shards"}},
+	} {
+		steps := commandSteps(t, spans, c.root, c.prefix)
+		for _, w := range c.want {
+			if !steps[w] {
+				t.Errorf("%s: no child span for the step %q; its steps: %v", c.root, w, steps)
+			}
+		}
+	}
+	for _, sp := range spans {
+		if sp.Name == "backup choose source" && attr(sp, "pinstore.backup.source_role").GetStringValue() != "master" {
+			t.Errorf("backup choose source: %s, want the master as the source", attrString(sp))
 		}
 	}
 }

@@ -95,12 +95,24 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (shu
 // requestRooted is a sampler that drops client spans without a parent
 // (a Redis command of a background loop, such as the object cache's
 // heartbeat): the spans worth sampling start at a request or an
-// operation's own span, and their children follow their decision.
+// operation's own span, and their children follow their decision. The
+// span of queued work (Queued) follows its links: it is sampled when a
+// request it is linked to was.
 type requestRooted struct{ sdktrace.Sampler }
 
 func (s requestRooted) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
-	if p.Kind == trace.SpanKindClient && !trace.SpanContextFromContext(p.ParentContext).IsValid() {
-		return sdktrace.SamplingResult{Decision: sdktrace.Drop, Tracestate: trace.SpanContextFromContext(p.ParentContext).TraceState()}
+	parent := trace.SpanContextFromContext(p.ParentContext)
+	if !parent.IsValid() {
+		switch p.Kind {
+		case trace.SpanKindClient:
+			return sdktrace.SamplingResult{Decision: sdktrace.Drop, Tracestate: parent.TraceState()}
+		case trace.SpanKindConsumer:
+			for _, l := range p.Links {
+				if l.SpanContext.IsSampled() {
+					return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
+				}
+			}
+		}
 	}
 	return s.Sampler.ShouldSample(p)
 }

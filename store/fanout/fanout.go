@@ -22,6 +22,10 @@
 // feed_pulled row per follower, once, guarded like a feed row; the sweep
 // redoes it (feed_pull_authors.told = 0) after a crash.
 //
+// A job keeps the request that queued it (Job.From), and a traced batch's
+// span is linked to those requests (trace.go); jobs found by the sweep
+// have none.
+//
 // The request-path parts of the feed (reading a page, a follow's backfill,
 // an unfollow's removal, repair) belong to package store.
 package fanout
@@ -36,6 +40,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pinstore/pinstore/internal/metrics"
+	"github.com/pinstore/pinstore/internal/tracing"
 	"github.com/pinstore/pinstore/store/topology"
 )
 
@@ -67,7 +72,11 @@ type Job struct {
 	Outbox      bool // the pin's feed_outbox row is deleted once its rows are written (or removed)
 	// Pull tells every follower of Author that the author is pulled (a
 	// feed_pulled row each), then marks feed_pull_authors told; Pin is 0.
-	Pull      bool
+	Pull bool
+	// From is the span of the request that queued the job (tracing.Origin):
+	// the batch that writes it is linked to it. A job the sweep found in
+	// feed_outbox has none.
+	From      tracing.Link
 	cacheOnly bool // a removal whose feed rows are gone: only the owner-cache delete is left
 }
 

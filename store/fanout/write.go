@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/pinstore/pinstore/idcodec"
+	"github.com/pinstore/pinstore/internal/tracing"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardsql"
 	"github.com/pinstore/pinstore/store/topology"
@@ -38,6 +39,7 @@ func (l *lane) process(batch []Job) {
 	f := l.f
 	ctx, cancel := context.WithTimeout(context.Background(), 2*f.cfg.QueryTimeout)
 	defer cancel()
+	ctx, span := batchSpan(ctx, batch)
 	t, release := f.r.Enter() // a move waits for the batch before it relies on its source
 	defer release()
 	failed := make([]bool, len(batch))
@@ -119,7 +121,12 @@ func (l *lane) process(batch []Job) {
 	var wg sync.WaitGroup
 	for h, shards := range byHost {
 		wg.Go(func() {
-			err := writeHost(ctx, h, shards, rows, clears[h])
+			hctx, hs := hostSpan(ctx, h, shards, rows)
+			err := writeHost(hctx, h, shards, rows, clears[h])
+			if hs != nil {
+				tracing.Fail(hs, err)
+				hs.End()
+			}
 			if err == nil {
 				return
 			}
@@ -163,6 +170,7 @@ func (l *lane) process(batch []Job) {
 			f.log.Warn("pulled author not marked told; the next sweep tells their followers again", "err", model.ErrorMessage(err))
 		}
 	}
+	endBatch(span, rows, len(byHost), len(retry), firstErr)
 	f.backlog.Add(-int64(len(batch) - len(retry)))
 	if len(retry) > 0 {
 		f.failures.Inc()
