@@ -26,18 +26,8 @@ import (
 func TestAutoFailoverE2E(t *testing.T) {
 	f := startReplFleet(t, nil, 2)
 	h := f.hosts[0]
-	etcd := testenv.StartEtcd(t, 1)
-	url := etcd.URL(f.prefix)
-	env := map[string]string{"PINSTORE_TOPOLOGY": url, "PINSTORE_FAILOVER": "auto", "PINSTORE_FAILOVER_AFTER": "2s"}
-	for k, v := range f.env {
-		if k != "PINSTORE_SHARD_MAP" {
-			env[k] = v
-		}
-	}
-	if out, err := runCmd(t, env, "topology", "push", f.mapFile); err != nil {
-		t.Fatalf("push: %v\n%s", err, out)
-	}
-	f.env = env
+	etcd := f.toEtcd(t, map[string]string{"PINSTORE_FAILOVER": "auto", "PINSTORE_FAILOVER_AFTER": "2s"})
+	env := f.env
 	var servers []*server
 	for range 3 {
 		servers = append(servers, startServerEnv(t, env))

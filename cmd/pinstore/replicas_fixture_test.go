@@ -107,6 +107,28 @@ func startReplFleetSync(t *testing.T, semiSync bool, extra map[string]string, re
 	return f
 }
 
+// toEtcd starts an etcd, pushes the fleet's map to it and switches
+// f.env to it (PINSTORE_TOPOLOGY in place of PINSTORE_SHARD_MAP), with
+// extra added.
+func (f *replFleet) toEtcd(t *testing.T, extra map[string]string) *testenv.Etcd {
+	t.Helper()
+	etcd := testenv.StartEtcd(t, 1)
+	env := map[string]string{"PINSTORE_TOPOLOGY": etcd.URL(f.prefix)}
+	for k, v := range f.env {
+		if k != "PINSTORE_SHARD_MAP" {
+			env[k] = v
+		}
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	if out, err := runCmd(t, env, "topology", "push", f.mapFile); err != nil {
+		t.Fatalf("push: %v\n%s", err, out)
+	}
+	f.env = env
+	return etcd
+}
+
 // shards runs `pinstore shards` and returns its output and error.
 func (f *replFleet) shards(t *testing.T) (string, error) {
 	t.Helper()
