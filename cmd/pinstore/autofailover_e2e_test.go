@@ -12,6 +12,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/pinstore/pinstore/cluster/etcdtopo"
+	"github.com/pinstore/pinstore/cluster/failover"
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/internal/testenv"
 )
 
@@ -70,6 +72,17 @@ func TestAutoFailoverE2E(t *testing.T) {
 	fake(3)
 	fake(4)
 	waitFor(t, 20*time.Second, "the leader to fail over on a majority's sightings", func() bool { return master() != before })
+	// The leader recorded it in etcd; every server shows it.
+	var fo *fleet.FailoverStatus
+	waitFor(t, 10*time.Second, "the failover's record done", func() bool {
+		fo = lastFailover(t, servers[2])
+		return fo != nil && fo.Phase == failover.PhaseDone
+	})
+	requireRecord(t, fo, failover.PhaseDone, strings.TrimSuffix(strings.TrimPrefix(before, "tcp("), ")"), strings.TrimSuffix(strings.TrimPrefix(master(), "tcp("), ")"),
+		"lock", "read map", "probe old master", "probe replicas", "choose", "hold writes", "fence old master", "wait applied", "promote", "repoint", "map rewrite")
+	if !strings.HasPrefix(fo.By, "automatic (server ") || fo.Lost == nil || *fo.Lost != 0 {
+		t.Fatalf("the automatic failover's record: %+v", fo)
+	}
 	if _, err := cli.Revoke(context.Background(), lease.ID); err != nil {
 		t.Fatal(err)
 	}
