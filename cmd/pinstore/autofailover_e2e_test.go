@@ -1,15 +1,11 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/pinstore/pinstore/cluster/etcdtopo"
 	"github.com/pinstore/pinstore/cluster/failover"
@@ -44,21 +40,9 @@ func TestAutoFailoverE2E(t *testing.T) {
 	master := func() string { return shardMapOf(t, s).Hosts[0].Addr }
 
 	// Fake servers that see the master down, under a lease of their own.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints(), DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	lease, err := cli.Grant(context.Background(), 60)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fakes := fakeServers(t, etcd, f.prefix)
 	fake := func(i int) {
-		reg := etcdtopo.Registration{ID: fmt.Sprintf("fake-%d", i), Down: map[string]etcdtopo.Sighting{"a": {Master: master(), Since: time.Now().Add(-time.Minute)}}}
-		b, _ := json.Marshal(reg)
-		if _, err := cli.Put(context.Background(), "/"+f.prefix+"/servers/fake-"+fmt.Sprint(i), string(b), clientv3.WithLease(lease.ID)); err != nil {
-			t.Fatal(err)
-		}
+		fakes.register(t, etcdtopo.Registration{ID: fmt.Sprintf("fake-%d", i), Down: map[string]etcdtopo.Sighting{"a": {Master: master(), Since: time.Now().Add(-time.Minute)}}})
 	}
 	// Two of five registered servers see it down: no failover.
 	fake(1)
@@ -83,9 +67,7 @@ func TestAutoFailoverE2E(t *testing.T) {
 	if !strings.HasPrefix(fo.By, "automatic (server ") || fo.Lost == nil || *fo.Lost != 0 {
 		t.Fatalf("the automatic failover's record: %+v", fo)
 	}
-	if _, err := cli.Revoke(context.Background(), lease.ID); err != nil {
-		t.Fatal(err)
-	}
+	fakes.revoke(t)
 	for _, sv := range servers {
 		waitFor(t, 10*time.Second, "every server on the new map", func() bool { return shardMapOf(t, sv).Hosts[0].Addr == master() })
 	}
