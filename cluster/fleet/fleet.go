@@ -1,7 +1,7 @@
 // Package fleet holds what operators are shown of the fleet: each host
 // and its ranges, replicas and lag, the servers registered in etcd and the
-// map each routes by, a move in progress, readiness checks, request rates
-// and backups. store's Ops and the control plane (cluster/...) fill them
+// map each routes by, a move in progress, the failover in progress or the
+// last one, readiness checks, request rates and backups. store's Ops and the control plane (cluster/...) fill them
 // in; the admin routes (/v1/admin/shard-map, /v1/admin/fleet, /readyz)
 // serve them as JSON and pinstore shards prints them. Types only, no I/O;
 // nothing here is a DSN, a password or a token.
