@@ -35,6 +35,9 @@ type FleetHome interface {
 	// Move is the move in progress as its mover records it; nil, nil
 	// when there is none.
 	Move(ctx context.Context) (*fleet.MoveStatus, error)
+	// Failover is the failover in progress, or the last one, as
+	// recorded; nil, nil when none is.
+	Failover(ctx context.Context) (*fleet.FailoverStatus, error)
 	// LastRewrite is the note the last tool to rewrite the map left at
 	// its top; empty when none (or the map could not be read).
 	LastRewrite(ctx context.Context) string
@@ -67,6 +70,11 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) error {
 			st.MoveError = model.ErrorMessage(err)
 		}
 		st.Move = mv
+		fo, err := s.fleetHome.Failover(ctx)
+		if err != nil {
+			st.FailoverError = model.ErrorMessage(err)
+		}
+		st.Failover = fo
 		st.LastRewrite = s.fleetHome.LastRewrite(ctx)
 	}
 	if fams, err := s.registry.Gather(); err == nil {

@@ -47,7 +47,8 @@ type AutoConfig struct {
 	ID     string           // this server's registration id
 	Client *etcdtopo.Client // the topology
 	// Options is the template of each failover: Home, Shards, DBPrefix,
-	// Access, Lock and Confirm; Host and LastSeen are filled in.
+	// Access, Lock, Confirm and Record; Host, LastSeen and By are filled
+	// in.
 	Options Options
 	After   time.Duration // default DefaultAfter
 	Every   time.Duration // default 500ms
@@ -153,7 +154,7 @@ func (a *auto) check(ctx context.Context) {
 			continue
 		}
 		opt := o
-		opt.Host = name
+		opt.Host, opt.By = name, "automatic (server "+a.cfg.ID+")"
 		if a.cfg.LastSeen != nil {
 			opt.LastSeen = a.cfg.LastSeen(name)
 		}
@@ -162,13 +163,13 @@ func (a *auto) check(ctx context.Context) {
 		rep, err := Failover(ctx, opt)
 		if err != nil {
 			a.failed[name] = time.Now()
-			a.cfg.Logger.Error("automatic failover: refused or failed; retrying later", "host", name, "error", err.Error(), "retry_in", retryAfter.String())
+			a.cfg.Logger.Error("automatic failover: refused or failed; retrying later", "host", name, "error", err.Error(), "retry_in", retryAfter.String(), "record_error", rep.RecordError)
 			continue
 		}
 		a.cfg.Logger.Warn("automatic failover: done", "host", name, "from", rep.OldMaster, "to", rep.NewMaster,
 			"promoted_at", rep.Promoted, "lost", rep.Lost, "unacknowledged", rep.Unacknowledged, "lost_note", rep.LostNote, "semi_sync", rep.SemiSync,
 			"writes_held", rep.Held.String(), "took", rep.Took.String(), "down_for", time.Since(since).String(),
-			"repointed", fmt.Sprint(rep.Repointed), "not_repointed", fmt.Sprint(rep.Failed), "map_version", rep.MapVersion)
+			"repointed", fmt.Sprint(rep.Repointed), "not_repointed", fmt.Sprint(rep.Failed), "map_version", rep.MapVersion, "record_error", rep.RecordError)
 	}
 	a.fence(ctx, m)
 }

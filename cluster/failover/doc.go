@@ -41,4 +41,8 @@
 //   - Two failovers never run at once: each holds the lock of moves (which
 //     shard moves hold too), and the automatic one runs in one elected
 //     server.
+//   - A failover is recorded where the map lives (RecordKey in etcd,
+//     RecordPath beside a map file) when it starts and when it ends, for
+//     the fleet page; the record is best-effort and never fails a
+//     failover nor holds it up more than a couple of seconds.
 package failover

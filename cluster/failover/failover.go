@@ -56,6 +56,13 @@ type Options struct {
 	LastSeen replicas.Pos
 
 	Progress io.Writer
+
+	// Record, when set, keeps the record of the failover where the map
+	// lives (fleet.FailoverStatus, on the fleet page): written when it
+	// starts and when it ends, best-effort (see journal). By says who runs
+	// it there; default "pinstore failover".
+	Record Recorder
+	By     string
 }
 
 // Report is what a failover did.
@@ -78,6 +85,9 @@ type Report struct {
 	Held        time.Duration
 	Took        time.Duration
 	MapVersion  string
+	// RecordError says why the failover's record could not be written
+	// (Options.Record); the failover went on regardless.
+	RecordError string
 }
 
 // server is a replica of the host as Failover sees it.
@@ -103,9 +113,12 @@ type server struct {
 // promote a replica that does not answer, has a broken SQL thread, holds
 // errant transactions, or lacks what another replica received (EConflict,
 // saying which and why).
+//
+// Once it holds the lock, the failover is recorded (opt.Record): a
+// failover refused for want of the lock is not, so that it never
+// overwrites the record of the one that holds it.
 func Failover(ctx context.Context, opt Options) (Report, error) {
 	start := time.Now()
-	rep := Report{Host: opt.Host, Lost: -1}
 	if opt.CatchUp <= 0 {
 		opt.CatchUp = DefaultCatchUp
 	}
@@ -114,13 +127,25 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 		out = io.Discard
 	}
 	say := func(format string, args ...any) { fmt.Fprintf(out, "failover: "+format+"\n", args...) }
+	j := newJournal(opt, start, say)
 	if opt.Lock != nil {
+		j.begin("lock")
 		unlock, err := opt.Lock(ctx)
 		if err != nil {
-			return rep, err
+			return Report{Host: opt.Host, Lost: -1}, err
 		}
 		defer unlock()
 	}
+	rep, err := failover(ctx, opt, j, say)
+	rep.Took = time.Since(start)
+	rep.RecordError = j.finish(ctx, rep, err)
+	return rep, err
+}
+
+// failover is Failover under the lock, its steps recorded in j.
+func failover(ctx context.Context, opt Options, j *journal, say func(string, ...any)) (Report, error) {
+	rep := Report{Host: opt.Host, Lost: -1}
+	j.begin("read map")
 	m, rev, spec, err := readHost(ctx, opt.Home, opt.Shards, opt.DBPrefix, opt.Host)
 	if err != nil {
 		return rep, err
@@ -129,8 +154,10 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 		return rep, model.Errorf(model.EInvalid, "host %q has no replica to promote", opt.Host)
 	}
 	rep.OldMaster = dsnAddr(spec.Master)
+	j.started(ctx, rep.OldMaster)
 
 	// The old master: does it answer?
+	j.begin("probe old master")
 	var master *sqlx.DB
 	var ms replicas.Server
 	{
@@ -154,6 +181,7 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 	}
 
 	// The replicas, and the one to promote.
+	j.begin("probe replicas")
 	servers := probeReplicas(ctx, opt.Access, spec.ReplicaDSNs(), master != nil)
 	defer func() { closeAll(servers) }()
 	thaw := func() {}
@@ -164,6 +192,7 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 		// what each replica received is final. A replica that does not
 		// answer may hold (and go on acknowledging) writes the others
 		// lack: refuse.
+		j.begin("freeze")
 		if err := freeze(ctx, servers); err != nil {
 			return rep, model.Errorf(model.EConflict, "refused to fail host %q over: %v", opt.Host, err)
 		}
@@ -172,6 +201,7 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 		closeAll(servers)
 		servers = probeReplicas(ctx, opt.Access, spec.ReplicaDSNs(), false)
 	}
+	j.begin("choose")
 	cand, err := choose(opt.Host, opt.To, servers, master != nil)
 	if err != nil {
 		thaw()
@@ -181,6 +211,7 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 	say("promoting %s (holds %s)", cand.addr, orNone(cand.has.String()))
 
 	// Hold writes: the host's ranges read-only, the servers confirming.
+	j.begin("hold writes")
 	held := time.Now()
 	fenced, err := rewriteMap(ctx, opt, m, rev, func(next *shardmap.Map) {
 		for i := range next.Ranges {
@@ -195,6 +226,8 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 	}
 	undo := func(why error) (Report, error) {
 		// Give the host back to its master, writable, as it was.
+		j.end(time.Now(), why)
+		j.begin("give back")
 		thaw()
 		if master != nil {
 			_, _ = master.ExecContext(context.WithoutCancel(ctx), "SET GLOBAL read_only = OFF")
@@ -206,12 +239,15 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 				}
 			}
 		}, "failover of host "+opt.Host+" refused: writes go to its master again"); err != nil {
+			j.end(time.Now(), err)
 			return rep, fmt.Errorf("%w; and giving the host back to its master failed: %v (its ranges are read-only in the map: edit them back)", why, err)
 		}
+		j.end(time.Now(), nil)
 		return rep, why
 	}
 	want := cand.has
 	if master != nil {
+		j.begin("fence old master")
 		if _, err := master.ExecContext(ctx, "SET GLOBAL read_only = ON"); err != nil {
 			return undo(fmt.Errorf("fencing the old master: %w", err))
 		}
@@ -221,6 +257,7 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 		want = ms.Binlog
 		say("old master fenced (read_only) at %s", orNone(want.String()))
 	}
+	j.begin("wait applied")
 	got, err := applied(ctx, cand, want, opt.CatchUp)
 	if err != nil {
 		return undo(model.Errorf(model.EConflict, "refused to promote %s: %v", cand.addr, err))
@@ -249,12 +286,14 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 	// it waits for their acknowledgements when they give them (not
 	// before: with none connected every commit would wait
 	// rpl_semi_sync_master_timeout).
+	j.begin("promote")
 	for _, q := range []string{"STOP SLAVE", "RESET SLAVE ALL", "SET GLOBAL read_only = OFF"} {
 		if _, err := cand.db.ExecContext(ctx, q); err != nil {
 			return undo(fmt.Errorf("promoting %s: %s: %w", cand.addr, q, err))
 		}
 	}
 	say("%s is the master, at %s", cand.addr, rep.Promoted)
+	j.begin("repoint")
 	var others []string
 	for _, s := range servers {
 		if s == cand {
@@ -282,6 +321,7 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 	}
 
 	// The map: the new master, its replicas, the old one fenced, writable.
+	j.begin("map rewrite")
 	final, err := rewriteMap(ctx, opt, fenced.m, fenced.rev, func(next *shardmap.Map) {
 		h := next.Hosts[opt.Host].WithReplicas(others)
 		h.Master = cand.dsn
@@ -296,7 +336,7 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 	if err != nil {
 		return rep, fmt.Errorf("the new master %s is promoted but the map could not name it: %w (write the map by hand: master %s, ranges writable)", cand.addr, err, cand.addr)
 	}
-	rep.Held, rep.Took, rep.MapVersion = time.Since(held), time.Since(start), final.m.Version()
+	rep.Held, rep.MapVersion = time.Since(held), final.m.Version()
 	return rep, nil
 }
 

@@ -1,7 +1,7 @@
 // Package fleet holds what operators are shown of the fleet: each host
 // and its ranges, replicas and lag, the servers registered in etcd and the
-// map each routes by, a move in progress, readiness checks, request rates
-// and backups. store's Ops and the control plane (cluster/...) fill them
+// map each routes by, a move in progress, the failover in progress or the
+// last one, readiness checks, request rates and backups. store's Ops and the control plane (cluster/...) fill them
 // in; the admin routes (/v1/admin/shard-map, /v1/admin/fleet, /readyz)
 // serve them as JSON and pinstore shards prints them. Types only, no I/O;
 // nothing here is a DSN, a password or a token.
@@ -121,6 +121,11 @@ type FleetStatus struct {
 	Move *MoveStatus `json:"move"`
 	// MoveError says why the move's state could not be read.
 	MoveError string `json:"move_error,omitempty"`
+	// Failover is the failover in progress, or the last one, as recorded
+	// where the map lives; nil when none is recorded.
+	Failover *FailoverStatus `json:"failover"`
+	// FailoverError says why the failover's record could not be read.
+	FailoverError string `json:"failover_error,omitempty"`
 	// LastRewrite is the note the last tool to rewrite the map left at
 	// its top ("Rewritten by pinstore failover (…) at …"): a failover, a
 	// move's step; empty when the map carries none.
@@ -148,6 +153,59 @@ type MoveStatus struct {
 	// Progress is the last progress the mover recorded; nil before its
 	// first report.
 	Progress *MoveProgress `json:"progress"`
+}
+
+// FailoverStatus is a failover in progress, or the last one, as the
+// failing-over tool (pinstore failover, or the elected server of a fleet
+// with automatic failover) records it where the map lives: written when
+// it starts (phase running) and when it ends (done or failed). A record
+// left running by a tool that was killed stays so until the next
+// failover.
+type FailoverStatus struct {
+	Host      string     `json:"host"`                 // as the map names it
+	By        string     `json:"by"`                   // "pinstore failover", or "automatic (server <id>)"
+	OldMaster string     `json:"old_master,omitempty"` // host:port; empty when the map could not be read
+	NewMaster string     `json:"new_master,omitempty"` // host:port; empty until a replica is chosen
+	Phase     string     `json:"phase"`                // running, done or failed
+	Started   time.Time  `json:"started"`
+	Finished  *time.Time `json:"finished"` // nil while running
+	// DurationSeconds is from start to end; while running, so far (as of
+	// the read).
+	DurationSeconds float64 `json:"duration_seconds"`
+	// WritesHeldSeconds is how long the host's ranges were read-only in
+	// the map (writes waiting in the servers), once done.
+	WritesHeldSeconds float64 `json:"writes_held_seconds,omitempty"`
+	// OldMasterAnswered: the old master answered, was fenced, and the new
+	// one applied all it had.
+	OldMasterAnswered bool `json:"old_master_answered"`
+	// PromotedAt is the new master's GTID position when promoted.
+	PromotedAt string `json:"promoted_at,omitempty"`
+	// Lost is how many acknowledged transactions of the old master the
+	// new one lacks; nil when unknown (the old master did not answer, or
+	// the failover did not get that far). LostNote says how it is known.
+	Lost     *int64 `json:"lost"`
+	LostNote string `json:"lost_note,omitempty"`
+	// Unacknowledged counts the old master's transactions no replica
+	// received, with semi-synchronous replication: never acknowledged.
+	Unacknowledged int64          `json:"unacknowledged,omitempty"`
+	Repointed      []string       `json:"repointed,omitempty"`     // replicas now replicating from the new master
+	NotRepointed   []string       `json:"not_repointed,omitempty"` // replicas that could not be, with why
+	MapVersion     string         `json:"map_version,omitempty"`   // the map naming the new master
+	Steps          []FailoverStep `json:"steps"`
+	Error          string         `json:"error,omitempty"` // why it failed or was refused
+}
+
+// FailoverStep is one step of a failover, in the order it ran: lock,
+// read map, probe old master, probe replicas, freeze (the old master not
+// answering: every replica's I/O thread stopped), choose, hold writes,
+// fence old master (it answering), wait applied, promote, repoint, map
+// rewrite; and give back (a refusal after writes were held: the I/O
+// threads started again, the old master writable, the ranges writable).
+type FailoverStep struct {
+	Name    string    `json:"name"`
+	Started time.Time `json:"started"`
+	Seconds float64   `json:"seconds"`
+	Error   string    `json:"error,omitempty"` // the step the failover failed in
 }
 
 // MoveProgress is a pass of a move over its shards.

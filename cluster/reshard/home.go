@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/pinstore/pinstore/internal/atomicfile"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
@@ -99,7 +100,7 @@ func (h fileHome) WriteMap(_ context.Context, m *shardmap.Map, rev, note string)
 	if err != nil {
 		return "", err
 	}
-	if err := writeFileAtomic(string(h), data); err != nil {
+	if err := atomicfile.Write(string(h), data); err != nil {
 		return "", err
 	}
 	return contentRev(data), nil
@@ -193,7 +194,7 @@ func (l *fileLock) Remove(context.Context) error {
 		err = nil
 	}
 	if err == nil {
-		err = syncDir(filepath.Dir(l.path))
+		err = atomicfile.SyncDir(filepath.Dir(l.path))
 	}
 	l.state = nil
 	return err

@@ -1,17 +1,15 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-
 	"github.com/pinstore/pinstore/cluster/etcdtopo"
+	"github.com/pinstore/pinstore/cluster/failover"
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/internal/testenv"
 )
 
@@ -26,18 +24,8 @@ import (
 func TestAutoFailoverE2E(t *testing.T) {
 	f := startReplFleet(t, nil, 2)
 	h := f.hosts[0]
-	etcd := testenv.StartEtcd(t, 1)
-	url := etcd.URL(f.prefix)
-	env := map[string]string{"PINSTORE_TOPOLOGY": url, "PINSTORE_FAILOVER": "auto", "PINSTORE_FAILOVER_AFTER": "2s"}
-	for k, v := range f.env {
-		if k != "PINSTORE_SHARD_MAP" {
-			env[k] = v
-		}
-	}
-	if out, err := runCmd(t, env, "topology", "push", f.mapFile); err != nil {
-		t.Fatalf("push: %v\n%s", err, out)
-	}
-	f.env = env
+	etcd := f.toEtcd(t, map[string]string{"PINSTORE_FAILOVER": "auto", "PINSTORE_FAILOVER_AFTER": "2s"})
+	env := f.env
 	var servers []*server
 	for range 3 {
 		servers = append(servers, startServerEnv(t, env))
@@ -52,21 +40,9 @@ func TestAutoFailoverE2E(t *testing.T) {
 	master := func() string { return shardMapOf(t, s).Hosts[0].Addr }
 
 	// Fake servers that see the master down, under a lease of their own.
-	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints(), DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cli.Close()
-	lease, err := cli.Grant(context.Background(), 60)
-	if err != nil {
-		t.Fatal(err)
-	}
+	fakes := fakeServers(t, etcd, f.prefix)
 	fake := func(i int) {
-		reg := etcdtopo.Registration{ID: fmt.Sprintf("fake-%d", i), Down: map[string]etcdtopo.Sighting{"a": {Master: master(), Since: time.Now().Add(-time.Minute)}}}
-		b, _ := json.Marshal(reg)
-		if _, err := cli.Put(context.Background(), "/"+f.prefix+"/servers/fake-"+fmt.Sprint(i), string(b), clientv3.WithLease(lease.ID)); err != nil {
-			t.Fatal(err)
-		}
+		fakes.register(t, etcdtopo.Registration{ID: fmt.Sprintf("fake-%d", i), Down: map[string]etcdtopo.Sighting{"a": {Master: master(), Since: time.Now().Add(-time.Minute)}}})
 	}
 	// Two of five registered servers see it down: no failover.
 	fake(1)
@@ -80,9 +56,18 @@ func TestAutoFailoverE2E(t *testing.T) {
 	fake(3)
 	fake(4)
 	waitFor(t, 20*time.Second, "the leader to fail over on a majority's sightings", func() bool { return master() != before })
-	if _, err := cli.Revoke(context.Background(), lease.ID); err != nil {
-		t.Fatal(err)
+	// The leader recorded it in etcd; every server shows it.
+	var fo *fleet.FailoverStatus
+	waitFor(t, 10*time.Second, "the failover's record done", func() bool {
+		fo = lastFailover(t, servers[2])
+		return fo != nil && fo.Phase == failover.PhaseDone
+	})
+	requireRecord(t, fo, failover.PhaseDone, strings.TrimSuffix(strings.TrimPrefix(before, "tcp("), ")"), strings.TrimSuffix(strings.TrimPrefix(master(), "tcp("), ")"),
+		"lock", "read map", "probe old master", "probe replicas", "choose", "hold writes", "fence old master", "wait applied", "promote", "repoint", "map rewrite")
+	if !strings.HasPrefix(fo.By, "automatic (server ") || fo.Lost == nil || *fo.Lost != 0 {
+		t.Fatalf("the automatic failover's record: %+v", fo)
 	}
+	fakes.revoke(t)
 	for _, sv := range servers {
 		waitFor(t, 10*time.Second, "every server on the new map", func() bool { return shardMapOf(t, sv).Hosts[0].Addr == master() })
 	}

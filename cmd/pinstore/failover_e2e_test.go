@@ -4,12 +4,15 @@ import (
 	"database/sql"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/pinstore/pinstore/cluster/failover"
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/internal/testenv"
 )
 
@@ -27,13 +30,16 @@ func TestFailoverE2E(t *testing.T) {
 	user := s.create("/v1/users", map[string]any{"username": "fo"})
 	board := s.create("/v1/boards", map[string]any{"owner_id": user.ID, "name": "before"})
 	pins := []string{s.create("/v1/pins", map[string]any{"board_id": board.ID, "link": "https://example.com/0"}).ID}
-	failover := func(args ...string) (string, error) {
+	if fo := lastFailover(t, s); fo != nil {
+		t.Fatalf("a failover recorded before any ran: %+v", fo)
+	}
+	failOver := func(args ...string) (string, error) {
 		return runCmd(t, f.env, append([]string{"failover", "--host", "a"}, args...)...)
 	}
 	refused := func(want string, masterUp bool, args ...string) {
 		t.Helper()
 		before := readFile(t, f.mapFile)
-		out, err := failover(args...)
+		out, err := failOver(args...)
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("failover %q: err %v, want a refusal saying %q\n%s", args, err, want, out)
 		}
@@ -54,9 +60,13 @@ func TestFailoverE2E(t *testing.T) {
 	refused("refused to promote "+r1.Addr()+": its replication SQL thread is stopped", true, "--to", r1.Addr())
 	r1.Exec(t, "START SLAVE SQL_THREAD")
 	refused(`zz is not a replica`, true, "--to", "zz")
+	fo := requireRecord(t, lastFailover(t, s), failover.PhaseFailed, m.Addr(), "", "lock", "read map", "probe old master", "probe replicas", "choose")
+	if !strings.Contains(fo.Error, "zz is not a replica") || !strings.Contains(fo.Steps[len(fo.Steps)-1].Error, "zz is not a replica") {
+		t.Fatalf("the refused failover's record: error %q, last step %+v", fo.Error, fo.Steps[len(fo.Steps)-1])
+	}
 
 	// Planned: the master answers; it is fenced, r1 applies all it had.
-	out, err := failover("--to", r1.Addr())
+	out, err := failOver("--to", r1.Addr())
 	if err != nil {
 		t.Fatalf("failover: %v\n%s", err, out)
 	}
@@ -74,6 +84,11 @@ func TestFailoverE2E(t *testing.T) {
 	})
 	pins = append(pins, s.create("/v1/pins", map[string]any{"board_id": board.ID}).ID)
 	requireFenced(t, m, f.prefix)
+	fo = requireRecord(t, lastFailover(t, s), failover.PhaseDone, m.Addr(), r1.Addr(),
+		"lock", "read map", "probe old master", "probe replicas", "choose", "hold writes", "fence old master", "wait applied", "promote", "repoint", "map rewrite")
+	if fo.Lost == nil || *fo.Lost != 0 || !fo.OldMasterAnswered || fo.PromotedAt == "" || fo.WritesHeldSeconds <= 0 || !slices.Equal(fo.Repointed, []string{r2.Addr()}) {
+		t.Fatalf("the planned failover's record: %+v", fo)
+	}
 
 	// The old master comes back as a replica: it has nothing r1 lacks.
 	out, err = runCmd(t, f.env, "replica", "add", "--host", "a", "--dsn", m.AppDSN())
@@ -89,7 +104,7 @@ func TestFailoverE2E(t *testing.T) {
 	pins = append(pins, s.create("/v1/pins", map[string]any{"board_id": board.ID}).ID)
 	r1.Kill(t)
 	refused("refused to promote "+r2.Addr()+": it is behind", false, "--to", r2.Addr())
-	out, err = failover()
+	out, err = failOver()
 	if err != nil {
 		t.Fatalf("failover of a dead master: %v\n%s", err, out)
 	}
@@ -101,6 +116,11 @@ func TestFailoverE2E(t *testing.T) {
 	waitFor(t, 10*time.Second, "the server to route by the new map", func() bool {
 		return shardMapOf(t, s).Hosts[0].Addr == taddr(m)
 	})
+	fo = requireRecord(t, lastFailover(t, s), failover.PhaseDone, r1.Addr(), m.Addr(),
+		"lock", "read map", "probe old master", "probe replicas", "freeze", "choose", "hold writes", "wait applied", "promote", "repoint", "map rewrite")
+	if fo.Lost != nil || fo.OldMasterAnswered || fo.LostNote == "" {
+		t.Fatalf("the unplanned failover's record: %+v", fo)
+	}
 	for _, id := range pins {
 		s.must(http.StatusOK, http.MethodGet, "/v1/pins/"+id, nil)
 	}
@@ -122,6 +142,39 @@ func TestFailoverE2E(t *testing.T) {
 	for _, id := range pins {
 		s.must(http.StatusOK, http.MethodGet, "/v1/pins/"+id, nil)
 	}
+}
+
+// lastFailover is the failover GET /v1/admin/fleet shows (nil: none).
+func lastFailover(t *testing.T, s *server) *fleet.FailoverStatus {
+	t.Helper()
+	var st fleet.FleetStatus
+	s.must(http.StatusOK, http.MethodGet, "/v1/admin/fleet", nil).decode(t, &st)
+	if st.FailoverError != "" {
+		t.Fatalf("the fleet route could not read the failover's record: %s", st.FailoverError)
+	}
+	return st.Failover
+}
+
+// requireRecord checks that fo records a failover of host a ended in
+// phase, from old to new (host:port), with a duration and these steps in
+// this order, each timed, and returns it.
+func requireRecord(t *testing.T, fo *fleet.FailoverStatus, phase, old, new string, steps ...string) *fleet.FailoverStatus {
+	t.Helper()
+	if fo == nil {
+		t.Fatal("no failover recorded")
+	}
+	var names []string
+	for _, s := range fo.Steps {
+		names = append(names, s.Name)
+		if s.Seconds < 0 || s.Started.Before(fo.Started) {
+			t.Fatalf("step %+v of a failover started at %v", s, fo.Started)
+		}
+	}
+	if fo.Host != "a" || fo.Phase != phase || fo.OldMaster != old || fo.NewMaster != new || fo.Finished == nil ||
+		fo.DurationSeconds <= 0 || !slices.Equal(names, steps) {
+		t.Fatalf("failover record: %+v\nsteps %q, want phase %s, %s → %s, a duration, steps %q", fo, names, phase, old, new, steps)
+	}
+	return fo
 }
 
 // requireFenced checks that h, a former master, refuses a write of the

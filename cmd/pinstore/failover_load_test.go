@@ -40,17 +40,8 @@ func TestFailoverUnderLoad(t *testing.T) {
 	const conns = 32
 
 	f := startReplFleetSync(t, semiSync, nil, 2)
-	etcd := testenv.StartEtcd(t, 1)
-	env := map[string]string{"PINSTORE_TOPOLOGY": etcd.URL(f.prefix), "PINSTORE_FAILOVER": "auto", "PINSTORE_FAILOVER_AFTER": after.String(),
-		"PINSTORE_RATE_LIMIT": "0"}
-	for k, v := range f.env {
-		if k != "PINSTORE_SHARD_MAP" {
-			env[k] = v
-		}
-	}
-	if out, err := runCmd(t, env, "topology", "push", f.mapFile); err != nil {
-		t.Fatalf("push: %v\n%s", err, out)
-	}
+	f.toEtcd(t, map[string]string{"PINSTORE_FAILOVER": "auto", "PINSTORE_FAILOVER_AFTER": after.String(), "PINSTORE_RATE_LIMIT": "0"})
+	env := f.env
 	servers := []*server{startServerEnv(t, env), startServerEnv(t, env)}
 
 	// Each connection writes as its own user, on its own board.

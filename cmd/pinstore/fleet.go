@@ -8,15 +8,17 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/pinstore/pinstore/api"
+	"github.com/pinstore/pinstore/cluster/failover"
 	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/cluster/reshard"
 )
 
-// fleetHome reads, for the fleet route, the move in progress and the
-// map's last rewrite from where the map lives: the map file and its lock
-// file beside it, or etcd (topo).
+// fleetHome reads, for the fleet route, the move in progress, the last
+// failover and the map's last rewrite from where the map lives: the map
+// file and the files beside it, or etcd (topo).
 type fleetHome struct {
 	mapFile string
 	topo    *etcdTopo
@@ -42,6 +44,24 @@ func (h fleetHome) Move(ctx context.Context) (*fleet.MoveStatus, error) {
 		return nil, err
 	}
 	return reshard.MoveStatus(data)
+}
+
+func (h fleetHome) Failover(ctx context.Context) (*fleet.FailoverStatus, error) {
+	var data []byte
+	var err error
+	switch {
+	case h.topo != nil:
+		data, _, err = h.topo.c.Get(ctx, h.topo.c.Key(failover.RecordKey))
+	case h.mapFile != "":
+		data, err = os.ReadFile(failover.RecordPath(h.mapFile))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+	}
+	if err != nil || len(data) == 0 {
+		return nil, err
+	}
+	return failover.Status(data, time.Now())
 }
 
 func (h fleetHome) LastRewrite(ctx context.Context) string {

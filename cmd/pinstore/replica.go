@@ -178,13 +178,13 @@ func runFailover(ctx context.Context, args []string, getenv func(string) string,
 	defer closeHome()
 	opt := failover.Options{Host: *host, To: *to, Home: home, Shards: shards, DBPrefix: prefix, Access: access, CatchUp: *catchUp, Progress: stdout}
 	if topo != nil {
-		opt.Lock = moveLock(etcdHome{topo.c.Home()})
+		opt.Lock, opt.Record = moveLock(etcdHome{topo.c.Home()}), failover.EtcdRecorder(topo.c)
 		opt.Confirm = func(ctx context.Context, version string) error {
 			_, err := topo.c.WaitDrained(ctx, version, *confirmWait)
 			return err
 		}
 	} else {
-		opt.Lock = moveLock(home.(reshard.Home))
+		opt.Lock, opt.Record = moveLock(home.(reshard.Home)), failover.FileRecorder(getenv("PINSTORE_SHARD_MAP"))
 		opt.Settle = poll + time.Second
 	}
 	rep, err := failover.Failover(ctx, opt)

@@ -1,13 +1,19 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/pinstore/pinstore/cluster/etcdtopo"
 	"github.com/pinstore/pinstore/internal/testenv"
 )
 
@@ -105,6 +111,72 @@ func startReplFleetSync(t *testing.T, semiSync bool, extra map[string]string, re
 		}
 	}
 	return f
+}
+
+// toEtcd starts an etcd, pushes the fleet's map to it and switches
+// f.env to it (PINSTORE_TOPOLOGY in place of PINSTORE_SHARD_MAP), with
+// extra added.
+func (f *replFleet) toEtcd(t *testing.T, extra map[string]string) *testenv.Etcd {
+	t.Helper()
+	etcd := testenv.StartEtcd(t, 1)
+	env := map[string]string{"PINSTORE_TOPOLOGY": etcd.URL(f.prefix)}
+	for k, v := range f.env {
+		if k != "PINSTORE_SHARD_MAP" {
+			env[k] = v
+		}
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	if out, err := runCmd(t, env, "topology", "push", f.mapFile); err != nil {
+		t.Fatalf("push: %v\n%s", err, out)
+	}
+	f.env = env
+	return etcd
+}
+
+// fakeRegs registers servers that are not running in an etcd topology,
+// under a lease of their own.
+type fakeRegs struct {
+	cli    *clientv3.Client
+	lease  clientv3.LeaseID
+	prefix string
+}
+
+// fakeServers connects to etcd for fake registrations under the topology
+// prefix; the connection goes with the test.
+func fakeServers(t *testing.T, etcd *testenv.Etcd, prefix string) *fakeRegs {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: etcd.Endpoints(), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	lease, err := cli.Grant(context.Background(), 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fakeRegs{cli: cli, lease: lease.ID, prefix: prefix}
+}
+
+// register writes reg as a running server would (P/servers/<id>).
+func (r *fakeRegs) register(t *testing.T, reg etcdtopo.Registration) {
+	t.Helper()
+	b, err := json.Marshal(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.cli.Put(context.Background(), "/"+r.prefix+"/servers/"+reg.ID, string(b), clientv3.WithLease(r.lease)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// revoke removes every registration r made.
+func (r *fakeRegs) revoke(t *testing.T) {
+	t.Helper()
+	if _, err := r.cli.Revoke(context.Background(), r.lease); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // shards runs `pinstore shards` and returns its output and error.

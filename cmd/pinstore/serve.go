@@ -445,7 +445,7 @@ func runAutoFailover(ctx context.Context, topo *etcdTopo, st *store.Store, id st
 		ID: id, Client: topo.c, After: after, Logger: logger,
 		Options: failover.Options{
 			Home: topo.c.Home(), Shards: m.Shards, DBPrefix: m.DBPrefix, Access: access,
-			Lock: moveLock(etcdHome{topo.c.Home()}),
+			Lock: moveLock(etcdHome{topo.c.Home()}), Record: failover.EtcdRecorder(topo.c),
 			// A failover does not rely on every server confirming: the old
 			// master is fenced, or unreachable with every replica's I/O
 			// thread stopped, so a server cut off from etcd can commit
