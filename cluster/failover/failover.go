@@ -127,7 +127,7 @@ func Failover(ctx context.Context, opt Options) (Report, error) {
 		out = io.Discard
 	}
 	say := func(format string, args ...any) { fmt.Fprintf(out, "failover: "+format+"\n", args...) }
-	j := newJournal(opt, start, say)
+	j := newJournal(ctx, opt, start, say)
 	if opt.Lock != nil {
 		j.begin("lock")
 		unlock, err := opt.Lock(ctx)

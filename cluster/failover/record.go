@@ -7,9 +7,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/pinstore/pinstore/cluster/etcdtopo"
 	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/internal/atomicfile"
+	"github.com/pinstore/pinstore/internal/tracing"
 )
 
 // Where the record of the failover in progress, or the last one, lives:
@@ -81,11 +85,16 @@ func Status(record []byte, now time.Time) (*fleet.FailoverStatus, error) {
 // (a write still running then finishes in the background, and an older
 // write never lands over a newer one); the failure is said on Progress
 // and in Report.RecordError.
+//
+// With tracing on, each step is also a child span ("failover promote") of
+// the command's span in ctx.
 type journal struct {
 	rec  Recorder
 	say  func(format string, args ...any)
 	st   fleet.FailoverStatus
 	step int // index of the step running in st.Steps; -1: none
+	ctx  context.Context
+	span trace.Span // the running step's span; nil when not traced
 
 	mu      sync.Mutex // held by a write in progress
 	seq     int        // writes started
@@ -93,12 +102,12 @@ type journal struct {
 	failed  string     // why the last write failed
 }
 
-func newJournal(opt Options, start time.Time, say func(string, ...any)) *journal {
+func newJournal(ctx context.Context, opt Options, start time.Time, say func(string, ...any)) *journal {
 	by := opt.By
 	if by == "" {
 		by = "pinstore failover"
 	}
-	return &journal{rec: opt.Record, say: say, step: -1,
+	return &journal{rec: opt.Record, say: say, step: -1, ctx: ctx,
 		st: fleet.FailoverStatus{Host: opt.Host, By: by, Phase: PhaseRunning, Started: start.UTC(), Steps: []fleet.FailoverStep{}}}
 }
 
@@ -108,6 +117,7 @@ func (j *journal) begin(name string) {
 	j.end(now, nil)
 	j.st.Steps = append(j.st.Steps, fleet.FailoverStep{Name: name, Started: now.UTC()})
 	j.step = len(j.st.Steps) - 1
+	_, j.span = tracing.Child(j.ctx, "failover "+name, trace.SpanKindInternal, attribute.String("pinstore.host", j.st.Host))
 }
 
 // end ends the step running with err.
@@ -121,6 +131,11 @@ func (j *journal) end(now time.Time, err error) {
 		s.Error = err.Error()
 	}
 	j.step = -1
+	if j.span != nil {
+		tracing.Fail(j.span, err)
+		j.span.End(trace.WithTimestamp(now))
+		j.span = nil
+	}
 }
 
 // started records the failover as running, from oldMaster.

@@ -35,7 +35,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			start := time.Now().Add(-time.Second)
-			j := newJournal(Options{Host: "a", Record: FileRecorder(mapFile)}, start, t.Logf)
+			j := newJournal(context.Background(), Options{Host: "a", Record: FileRecorder(mapFile)}, start, t.Logf)
 			j.begin("lock")
 			j.begin("read map")
 			j.started(ctx, "10.0.0.1:3306")
@@ -84,7 +84,7 @@ func TestRecordRoundTrip(t *testing.T) {
 func TestRecordFailureDoesNotFail(t *testing.T) {
 	mapFile := filepath.Join(t.TempDir(), "gone", "shards.yaml")
 	var said []string
-	j := newJournal(Options{Host: "a", Record: FileRecorder(mapFile)}, time.Now(), func(f string, a ...any) { said = append(said, f) })
+	j := newJournal(context.Background(), Options{Host: "a", Record: FileRecorder(mapFile)}, time.Now(), func(f string, a ...any) { said = append(said, f) })
 	t0 := time.Now()
 	j.started(context.Background(), "m:3306")
 	why := j.finish(context.Background(), Report{Host: "a", Lost: -1}, nil)
