@@ -3,12 +3,14 @@ package failover
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/pinstore/pinstore/cluster/etcdtopo"
+	"github.com/pinstore/pinstore/internal/tracing"
 	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardmap"
 	"github.com/pinstore/pinstore/store/topology"
@@ -160,7 +162,14 @@ func (a *auto) check(ctx context.Context) {
 		}
 		a.cfg.Logger.Warn("automatic failover: starting", "host", name, "master", addr,
 			"servers_seeing_it_down", seen, "servers", len(regs), "down_since", since)
-		rep, err := Failover(ctx, opt)
+		// Traced like the command: a root span, its steps children.
+		if opt.Progress == nil {
+			opt.Progress = io.Discard
+		}
+		fctx, progress, end := tracing.Operation(ctx, "automatic failover", opt.Progress)
+		opt.Progress = progress
+		rep, err := Failover(fctx, opt)
+		end(err)
 		if err != nil {
 			a.failed[name] = time.Now()
 			a.cfg.Logger.Error("automatic failover: refused or failed; retrying later", "host", name, "error", err.Error(), "retry_in", retryAfter.String(), "record_error", rep.RecordError)
