@@ -18,7 +18,7 @@ import (
 
 // roundTrips reads the round-trip metrics of reg for host and role: the
 // queries and the errors.
-func roundTrips(t *testing.T, reg *prometheus.Registry, host, role string) (queries uint64, errs float64) {
+func roundTrips(t testing.TB, reg *prometheus.Registry, host, role string) (queries uint64, errs float64) {
 	t.Helper()
 	fams, err := reg.Gather()
 	if err != nil {
@@ -47,7 +47,7 @@ func roundTrips(t *testing.T, reg *prometheus.Registry, host, role string) (quer
 
 // meteredPool is a pool on the shared MariaDB whose round trips reg
 // records as host h's master.
-func meteredPool(t *testing.T, dsn string) (*sqlx.DB, *shardsql.Meter, *shardsql.RoundTrips, *prometheus.Registry) {
+func meteredPool(t testing.TB, dsn string) (*sqlx.DB, *shardsql.Meter, *shardsql.RoundTrips, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	rt, m := shardsql.NewRoundTrips(reg), &shardsql.Meter{}
@@ -149,5 +149,32 @@ func TestMeterAllocatesNothing(t *testing.T) {
 	}
 	if q, _ := roundTrips(t, reg, "h", "master"); q < 200 {
 		t.Fatalf("the metered pool counted %d of its 200 reads", q)
+	}
+}
+
+// BenchmarkMeteredRead: one read, SELECT 1, on a pool unmetered and on a
+// metered one (what the metering adds to a round trip).
+//
+//	go test -run '^$' -bench MeteredRead -count 5 ./store/shardsql
+func BenchmarkMeteredRead(b *testing.B) {
+	plain, err := topology.Dial(testenv.MySQLDSN(b), 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { plain.Close() })
+	metered, _, _, _ := meteredPool(b, testenv.MySQLDSN(b))
+	for _, c := range []struct {
+		name string
+		pool *sqlx.DB
+	}{{"plain", plain}, {"metered", metered}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var n int
+			for b.Loop() {
+				if err := c.pool.QueryRowContext(ctx, "SELECT 1").Scan(&n); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
