@@ -60,6 +60,19 @@ func meteredPool(t testing.TB, dsn string) (*sqlx.DB, *shardsql.Meter, *shardsql
 	return pool, m, rt, reg
 }
 
+// twoPools is a pool on the shared MariaDB unmetered, and one metered
+// (meteredPool) with reg holding its metrics.
+func twoPools(tb testing.TB) (plain, metered *sqlx.DB, reg *prometheus.Registry) {
+	tb.Helper()
+	plain, err := topology.Dial(testenv.MySQLDSN(tb), 1)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { plain.Close() })
+	metered, _, _, reg = meteredPool(tb, testenv.MySQLDSN(tb))
+	return plain, metered, reg
+}
+
 // A pool's round trips are counted as its host's and role's: a
 // transaction's statements (the queued ones with the next), a read on the
 // pool, and the statements the server refused; neither a read that finds
@@ -130,12 +143,7 @@ func TestMeterCountsFailedDials(t *testing.T) {
 
 // A metered pool allocates no more per statement than a pool unmetered.
 func TestMeterAllocatesNothing(t *testing.T) {
-	plain, err := topology.Dial(testenv.MySQLDSN(t), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { plain.Close() })
-	metered, _, _, reg := meteredPool(t, testenv.MySQLDSN(t))
+	plain, metered, reg := twoPools(t)
 	allocs := func(pool *sqlx.DB) float64 {
 		var n int
 		return testing.AllocsPerRun(200, func() {
@@ -157,12 +165,7 @@ func TestMeterAllocatesNothing(t *testing.T) {
 //
 //	go test -run '^$' -bench MeteredRead -count 5 ./store/shardsql
 func BenchmarkMeteredRead(b *testing.B) {
-	plain, err := topology.Dial(testenv.MySQLDSN(b), 1)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { plain.Close() })
-	metered, _, _, _ := meteredPool(b, testenv.MySQLDSN(b))
+	plain, metered, _ := twoPools(b)
 	for _, c := range []struct {
 		name string
 		pool *sqlx.DB
