@@ -24,7 +24,8 @@ import (
 // A Meter records under the host and role that its pool serves in the map
 // in force (RoundTrips.Name): pools are shared across versions of the
 // map, so a promoted replica's pool records as its host's master from the
-// map that names it so. The series are resolved when a map is put in
+// map that names it so, and a pool the map no longer names (a former
+// master) records nothing (Meter.Forget). The series are resolved when a map is put in
 // force, not per statement: a round trip costs two clock reads, an
 // atomic load and the histogram's own atomic adds, and allocates nothing.
 
@@ -86,6 +87,14 @@ func (rt *RoundTrips) Name(m *Meter, host, role string) {
 	}
 	m.cur.Store(&meterSeries{host: host, role: role,
 		seconds: rt.seconds.WithLabelValues(host, role), errors: rt.errors.WithLabelValues(host, role)})
+}
+
+// Forget makes m record nothing from now on: its pool serves no host of
+// the map in force (a former master after a failover, a host removed).
+func (m *Meter) Forget() {
+	if m != nil {
+		m.cur.Store(nil)
+	}
 }
 
 // done records a round trip that began at start and ended with err.

@@ -333,12 +333,21 @@ func containsHost(hs []*Host, h *Host) bool {
 }
 
 // nameMeters makes every pool of t record its round trips as the host
-// and role t gives it.
+// and role t gives it, and the pools t does not name record nothing. The
+// caller holds r.mu.
 func (r *Router) nameMeters(t *Topology) {
+	named := map[*shardsql.Meter]bool{}
 	for _, h := range t.all {
 		r.cfg.RoundTrips.Name(h.Meter, h.Name, shardsql.RoleMaster)
+		named[h.Meter] = true
 		for _, rp := range h.Replicas {
 			r.cfg.RoundTrips.Name(rp.Meter, h.Name, shardsql.RoleReplica)
+			named[rp.Meter] = true
+		}
+	}
+	for _, p := range r.pools {
+		if !named[p.Meter] {
+			p.Meter.Forget()
 		}
 	}
 }
