@@ -78,7 +78,7 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) error {
 		st.LastRewrite = s.fleetHome.LastRewrite(ctx)
 	}
 	if fams, err := s.registry.Gather(); err == nil {
-		st.Requests = s.rates.look(fams, time.Now())
+		st.Requests = s.rates.look(fams, st.Hosts, time.Now())
 		st.WriteBuffer, st.Backups = writeBuffer(fams), backups(fams)
 	}
 	w.Header().Set("Cache-Control", "no-store")
@@ -89,17 +89,59 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) error {
 // polling would be most of an idle server's traffic.
 var fleetRoutes = map[string]bool{"/v1/admin/fleet": true, "/fleet": true, "/metrics": true}
 
-// requestRates turns the request counters into rates between two looks.
+// requestRates turns the request counters, and each host's round-trip
+// metrics, into rates between two looks.
 type requestRates struct {
-	mu            sync.Mutex
-	at            time.Time
-	total, errors float64
+	mu   sync.Mutex
+	at   time.Time
+	last map[string]fleet.RequestStats // by series: "" the requests, else roundTripKey
 }
 
-func (rr *requestRates) look(fams []*dto.MetricFamily, now time.Time) fleet.RequestStats {
+// look reads this server's traffic from fams: its HTTP requests, which it
+// returns, and its round trips to each of hosts, which it sets there.
+func (rr *requestRates) look(fams []*dto.MetricFamily, hosts []fleet.HostInfo, now time.Time) fleet.RequestStats {
+	st := requests(fams)
+	trips := roundTrips(fams)
+	by := map[string]*fleet.RequestStats{"": &st}
+	for k, rt := range trips {
+		by[k] = &rt.RequestStats
+	}
+	rr.rates(by, now)
+	for i := range hosts {
+		for _, role := range []string{"master", "replica"} { // the label values of the round-trip metrics
+			if rt := trips[roundTripKey(hosts[i].Name, role)]; rt != nil {
+				hosts[i].RoundTrips = append(hosts[i].RoundTrips, *rt)
+			}
+		}
+	}
+	return st
+}
+
+// rates sets the rates of each series of by over the interval since the
+// previous look, and keeps their totals for the next. A series the
+// previous look did not see counts from zero; on the first look, every
+// rate is zero.
+func (rr *requestRates) rates(by map[string]*fleet.RequestStats, now time.Time) {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	if d := now.Sub(rr.at).Seconds(); !rr.at.IsZero() && d > 0 {
+		for k, st := range by {
+			prev := rr.last[k]
+			st.WindowSeconds = d
+			st.RatePerSec = max(st.Total-prev.Total, 0) / d
+			st.ErrorsPerSec = max(st.Errors-prev.Errors, 0) / d
+		}
+	}
+	rr.at, rr.last = now, make(map[string]fleet.RequestStats, len(by))
+	for k, st := range by {
+		rr.last[k] = *st
+	}
+}
+
+// requests is the HTTP traffic of fams, without its rates.
+func requests(fams []*dto.MetricFamily) fleet.RequestStats {
 	var st fleet.RequestStats
-	var buckets map[float64]uint64
-	var count uint64
+	var h histogram
 	for _, f := range fams {
 		switch f.GetName() {
 		case "pinstore_http_requests_total":
@@ -114,32 +156,67 @@ func (rr *requestRates) look(fams []*dto.MetricFamily, now time.Time) fleet.Requ
 				}
 			}
 		case "pinstore_http_request_duration_seconds":
-			buckets = map[float64]uint64{}
 			for _, m := range f.GetMetric() {
-				if fleetRoutes[label(m, "route")] {
-					continue
-				}
-				h := m.GetHistogram()
-				count += h.GetSampleCount()
-				for _, b := range h.GetBucket() {
-					buckets[b.GetUpperBound()] += b.GetCumulativeCount()
+				if !fleetRoutes[label(m, "route")] {
+					h.add(m.GetHistogram())
 				}
 			}
 		}
 	}
-	st.P99Seconds = quantile(0.99, buckets, count)
-	rr.mu.Lock()
-	defer rr.mu.Unlock()
-	if !rr.at.IsZero() {
-		if d := now.Sub(rr.at).Seconds(); d > 0 {
-			st.WindowSeconds = d
-			st.RatePerSec = max(st.Total-rr.total, 0) / d
-			st.ErrorsPerSec = max(st.Errors-rr.errors, 0) / d
-		}
-	}
-	rr.at, rr.total, rr.errors = now, st.Total, st.Errors
+	st.P99Seconds = h.p99()
 	return st
 }
+
+// roundTrips is the round trips of fams by host and role (roundTripKey),
+// without their rates.
+func roundTrips(fams []*dto.MetricFamily) map[string]*fleet.RoundTripStats {
+	out := map[string]*fleet.RoundTripStats{}
+	hists := map[string]*histogram{}
+	get := func(m *dto.Metric) (*fleet.RoundTripStats, *histogram) {
+		k := roundTripKey(label(m, "host"), label(m, "role"))
+		if out[k] == nil {
+			out[k], hists[k] = &fleet.RoundTripStats{Role: label(m, "role")}, &histogram{}
+		}
+		return out[k], hists[k]
+	}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			switch f.GetName() {
+			case "pinstore_shard_query_seconds":
+				rt, h := get(m)
+				h.add(m.GetHistogram())
+				rt.Total = float64(h.count)
+			case "pinstore_shard_query_errors_total":
+				rt, _ := get(m)
+				rt.Errors += m.GetCounter().GetValue()
+			}
+		}
+	}
+	for k, rt := range out {
+		rt.P99Seconds = hists[k].p99()
+	}
+	return out
+}
+
+func roundTripKey(host, role string) string { return host + "\x00" + role }
+
+// histogram is the sum of histograms' cumulative buckets and counts.
+type histogram struct {
+	buckets map[float64]uint64
+	count   uint64
+}
+
+func (h *histogram) add(m *dto.Histogram) {
+	if h.buckets == nil {
+		h.buckets = map[float64]uint64{}
+	}
+	h.count += m.GetSampleCount()
+	for _, b := range m.GetBucket() {
+		h.buckets[b.GetUpperBound()] += b.GetCumulativeCount()
+	}
+}
+
+func (h *histogram) p99() float64 { return quantile(0.99, h.buckets, h.count) }
 
 // quantile estimates the q-quantile of a histogram from its cumulative
 // buckets, by linear interpolation within the bucket, as Prometheus'

@@ -79,6 +79,7 @@ import (
 	"github.com/pinstore/pinstore/store/pointread"
 	"github.com/pinstore/pinstore/store/replicas"
 	"github.com/pinstore/pinstore/store/shardmap"
+	"github.com/pinstore/pinstore/store/shardsql"
 	"github.com/pinstore/pinstore/store/topology"
 )
 
@@ -238,6 +239,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		Logger:   cfg.Logger,
 
 		ReplicaReads: cfg.ReplicaReads,
+		RoundTrips:   shardsql.NewRoundTrips(cfg.Registerer),
 	})
 	if err != nil {
 		return nil, err

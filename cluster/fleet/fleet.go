@@ -72,6 +72,20 @@ type HostInfo struct {
 	// ReplicaReads says whether reads may go to its replicas.
 	ReplicaReads bool          `json:"replica_reads"`
 	Replicas     []ReplicaInfo `json:"replicas,omitempty"`
+
+	// RoundTrips is this server's traffic to the host, its master's first
+	// and then its replicas' (on the fleet route only; absent elsewhere).
+	RoundTrips []RoundTripStats `json:"round_trips,omitempty"`
+}
+
+// RoundTripStats is a server's round trips to one host in one role, from
+// its own metrics (pinstore_shard_query_seconds and
+// pinstore_shard_query_errors_total): Total and Errors count them since
+// start (failed dials included), the rates are over the interval since
+// the previous look (zero on the first), the p99 is since start.
+type RoundTripStats struct {
+	Role string `json:"role"` // master or replica
+	RequestStats
 }
 
 // ReplicaInfo is one replica of a host, as it answered a probe.

@@ -87,6 +87,12 @@ func TestFleetPageInBrowser(t *testing.T) {
 	if !rowHas(hosts, "h0", "0-3") || !rowHas(hosts, "h1", "4-7") {
 		t.Fatalf("hosts table:\n%s", hosts)
 	}
+	// Each host's row shows this server's queries to its master.
+	for _, h := range []string{"h0", "h1"} {
+		if !rowHas(hosts, h, "master: ", "/s", "errors/s", "p99", "queries") {
+			t.Fatalf("hosts table without %s's queries:\n%s", h, hosts)
+		}
+	}
 	waitText("no move yet", "#move", func(s string) bool { return strings.Contains(s, "no move in progress") })
 	shot("two-hosts")
 

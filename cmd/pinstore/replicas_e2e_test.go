@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/pinstore/pinstore/api"
+	"github.com/pinstore/pinstore/cluster/fleet"
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/store/replicas"
@@ -207,7 +208,19 @@ func TestReplicaReadsE2E(t *testing.T) {
 		}
 	}
 	waitFor(t, 10*time.Second, "host a's replicas to serve reads", serving(true))
-	s.must(http.StatusOK, http.MethodGet, "/v1/boards/"+ghost, nil)                                      // a replica answered
+	s.must(http.StatusOK, http.MethodGet, "/v1/boards/"+ghost, nil) // a replica answered
+	// The server counts its round trips to host a's replicas apart from
+	// those to its master, on /metrics and on the fleet route.
+	if n := s.metric(`pinstore_shard_query_seconds_count{host="a",role="replica"}`); n == 0 {
+		t.Error("no round trip to host a's replicas counted after a replica answered")
+	}
+	var fl fleet.FleetStatus
+	s.must(http.StatusOK, http.MethodGet, "/v1/admin/fleet", nil).decode(t, &fl)
+	for _, h := range fl.Hosts {
+		if rts := h.RoundTrips; h.Name == "a" && (len(rts) != 2 || rts[0].Role != "master" || rts[1].Role != "replica" || rts[1].Total == 0) {
+			t.Errorf("fleet route, host a's round trips: %+v", rts)
+		}
+	}
 	s.must(http.StatusOK, http.MethodGet, "/v1/boards/"+ghost, nil, api.ConsistencyHeader, tok.String()) // it has applied the like
 
 	// Replicas stop applying; the master takes an edit.

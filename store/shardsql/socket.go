@@ -163,10 +163,11 @@ func dial(ctx context.Context, network, addr string) (net.Conn, error) {
 }
 
 // Connector is mysql.NewConnector(cfg), with connections whose
-// transactions can keep their deadline on the socket (Tx.Bound). On a
-// network of the caller's own (mysql.RegisterDialContext), its
-// transactions' statements keep their contexts.
-func Connector(cfg *mysql.Config) (driver.Connector, error) {
+// transactions can keep their deadline on the socket (Tx.Bound) and whose
+// round trips m records (meter.go; nil: none). On a network of the
+// caller's own (mysql.RegisterDialContext), its transactions' statements
+// keep their contexts and nothing is recorded.
+func Connector(cfg *mysql.Config, m *Meter) (driver.Connector, error) {
 	cfg = cfg.Clone()
 	own := cfg.Net == "tcp" || cfg.Net == "unix"
 	if own {
@@ -176,17 +177,25 @@ func Connector(cfg *mysql.Config) (driver.Connector, error) {
 	if err != nil || !own {
 		return c, err
 	}
-	return connector{c}, nil
+	return connector{c, m}, nil
 }
 
-type connector struct{ driver.Connector }
+type connector struct {
+	driver.Connector
+	m *Meter
+}
 
 func (c connector) Connect(ctx context.Context) (driver.Conn, error) {
 	var s *socket
+	start := time.Now()
 	conn, err := c.Connector.Connect(context.WithValue(ctx, socketSlot{}, &s))
+	if err != nil {
+		c.m.done(start, err) // a dial that failed: a failed round trip
+	}
 	if err != nil || s == nil {
 		return conn, err
 	}
+	conn = meter(conn, c.m) // the key in sockets: what database/sql holds
 	s.mu.Lock()
 	s.killer = c.Connector
 	if !s.closed {

@@ -17,8 +17,9 @@ import (
 )
 
 // bounded provisions one shard database and a pool on its host with
-// pinstore's driver settings on TCP (topology.Dial), whose row locks are
-// waited for at most wait seconds, and a second pool to hold them.
+// pinstore's driver settings on TCP, its round trips measured as a
+// server's pools are (topology.DialMetered), whose row locks are waited
+// for at most wait seconds, and a second pool to hold them.
 func bounded(t *testing.T, wait int) (*sqlx.DB, *sqlx.DB, shardsql.DB) {
 	t.Helper()
 	other, dbs := shardtest.Shards(t, "sock", 0)
@@ -26,7 +27,9 @@ func bounded(t *testing.T, wait int) (*sqlx.DB, *sqlx.DB, shardsql.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := topology.Dial(fmt.Sprintf("root@tcp(%s)/?innodb_lock_wait_timeout=%d", cfg.Addr, wait), 2)
+	m := &shardsql.Meter{}
+	shardsql.NewRoundTrips(nil).Name(m, "sock", shardsql.RoleMaster)
+	pool, err := topology.DialMetered(fmt.Sprintf("root@tcp(%s)/?innodb_lock_wait_timeout=%d", cfg.Addr, wait), 2, m)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,11 +12,12 @@ import (
 
 // A Tx's round trips are traced here, by hand, not by a wrapper around
 // the driver (such as otelsql): the connections Connector opens are keyed
-// by the driver's own driver.Conn in sockets, which a wrapping driver
-// would hide, and Tx sends its queued statements, START TRANSACTION and
-// COMMIT as one text, so one span a round trip is what a driver-level
-// span per statement could not say. The Tx knows its shard, host and
-// role once its caller names them (Trace).
+// in sockets by the driver.Conn it hands database/sql (the driver's,
+// inside its own meter), which a wrapping driver from outside would
+// hide, and Tx sends its queued statements, START TRANSACTION and COMMIT
+// as one text, so one span a round trip is what a driver-level span per
+// statement could not say. The Tx knows its shard, host and role once
+// its caller names them (Trace).
 
 // txTrace is what a traced Tx's round-trip spans carry.
 type txTrace struct {

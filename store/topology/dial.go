@@ -19,7 +19,11 @@ import (
 // times and session time zone, and a 2 s dial timeout unless the DSN sets
 // one, so a dead host fails fast. It connects lazily: a host that is down fails the
 // statements sent to it, not Dial. Errors never echo the DSN.
-func Dial(dsn string, size int) (*sqlx.DB, error) {
+func Dial(dsn string, size int) (*sqlx.DB, error) { return DialMetered(dsn, size, nil) }
+
+// DialMetered is Dial with connections whose round trips m records
+// (shardsql.Meter): the pools of a Router.
+func DialMetered(dsn string, size int, m *shardsql.Meter) (*sqlx.DB, error) {
 	c, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, errors.New("DSN does not parse")
@@ -41,7 +45,7 @@ func Dial(dsn string, size int) (*sqlx.DB, error) {
 	if _, ok := c.Params["time_zone"]; !ok {
 		c.Params["time_zone"] = "'+00:00'"
 	}
-	connector, err := shardsql.Connector(c)
+	connector, err := shardsql.Connector(c, m)
 	if err != nil {
 		return nil, errors.New("DSN is not usable")
 	}

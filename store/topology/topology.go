@@ -50,6 +50,9 @@ type Config struct {
 	// (PINSTORE_REPLICA_READS), besides the hosts whose map entry says
 	// replica_reads.
 	ReplicaReads bool
+	// RoundTrips records every pool's round trips by host and role
+	// (shardsql.RoundTrips); nil: none are recorded.
+	RoundTrips *shardsql.RoundTrips
 }
 
 // Pool is one MySQL server's connections with the queues that coalesce
@@ -58,6 +61,9 @@ type Pool struct {
 	DB    *sqlx.DB
 	Reads *pointread.Queue // reads by id
 	Edges *edgeread.Queue  // edge checks
+	// Meter records the round trips of DB's connections, as the host and
+	// role the map in force gives the pool (named when it is put in force).
+	Meter *shardsql.Meter
 }
 
 // Host is one physical MySQL host of the map in force: its master, and
@@ -326,6 +332,26 @@ func containsHost(hs []*Host, h *Host) bool {
 	return false
 }
 
+// nameMeters makes every pool of t record its round trips as the host
+// and role t gives it, and the pools t does not name record nothing. The
+// caller holds r.mu.
+func (r *Router) nameMeters(t *Topology) {
+	named := map[*shardsql.Meter]bool{}
+	for _, h := range t.all {
+		r.cfg.RoundTrips.Name(h.Meter, h.Name, shardsql.RoleMaster)
+		named[h.Meter] = true
+		for _, rp := range h.Replicas {
+			r.cfg.RoundTrips.Name(rp.Meter, h.Name, shardsql.RoleReplica)
+			named[rp.Meter] = true
+		}
+	}
+	for _, p := range r.pools {
+		if !named[p.Meter] {
+			p.Meter.Forget()
+		}
+	}
+}
+
 // pool returns the shared pool for dsn with its read queues, opening
 // them the first time.
 func (r *Router) pool(dsn string) (Pool, error) {
@@ -334,11 +360,12 @@ func (r *Router) pool(dsn string) (Pool, error) {
 	if p, ok := r.pools[dsn]; ok {
 		return p, nil
 	}
-	db, err := Dial(dsn, r.cfg.PoolSize)
+	m := &shardsql.Meter{}
+	db, err := DialMetered(dsn, r.cfg.PoolSize, m)
 	if err != nil {
 		return Pool{}, err
 	}
-	p := Pool{DB: db, Reads: pointread.NewQueue(db, r.cfg.Reads), Edges: edgeread.NewQueue(db, r.cfg.Edges)}
+	p := Pool{DB: db, Reads: pointread.NewQueue(db, r.cfg.Reads), Edges: edgeread.NewQueue(db, r.cfg.Edges), Meter: m}
 	r.pools[dsn] = p
 	return p, nil
 }

@@ -10,10 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/pinstore/pinstore/idcodec"
 	"github.com/pinstore/pinstore/internal/testenv"
 	"github.com/pinstore/pinstore/model"
 	"github.com/pinstore/pinstore/store/shardmap"
+	"github.com/pinstore/pinstore/store/shardsql"
 )
 
 // Pools open lazily, so no MySQL needs to answer for these tests.
@@ -228,5 +231,69 @@ func TestPoolsCarryTheirQueues(t *testing.T) {
 	}
 	if r.pools[dsnC] != rep.Pool || len(r.pools) != 3 {
 		t.Fatalf("%d pools for 3 servers, the replica's kept: %v", len(r.pools), r.pools[dsnC] == rep.Pool)
+	}
+}
+
+// Each pool's round trips count as the host and role the map in force
+// gives it: a replica's pool as its host's replica, then, once a map
+// promotes it, as its master; the former master's pool, in no map now,
+// counts nothing. (The hosts are closed ports: every round trip is a
+// failed dial.)
+func TestPoolsCountAsTheMapNamesThem(t *testing.T) {
+	const dsnC = "root@tcp(127.0.0.1:3)/"
+	load := func(master, replica string) *shardmap.Map {
+		t.Helper()
+		text := fmt.Sprintf("shards: 8\ndb_prefix: tp\nhosts:\n  a: {master: %q}\n  b: {master: %q, replicas: [%q]}\nranges:\n  - {shards: 0-3, host: a}\n  - {shards: 4-7, host: b}\n", dsnA, master, replica)
+		m, err := shardmap.Parse([]byte(text), shardmap.DefaultShards, shardmap.DefaultDBPrefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	reg := prometheus.NewRegistry()
+	r, err := New(load(dsnB, dsnC), Config{RoundTrips: shardsql.NewRoundTrips(reg)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	counts := func() map[string]uint64 {
+		t.Helper()
+		fams, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]uint64{}
+		for _, f := range fams {
+			if f.GetName() != "pinstore_shard_query_seconds" {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				var k []string
+				for _, l := range m.GetLabel() {
+					k = append(k, l.GetValue())
+				}
+				out[strings.Join(k, " ")] = m.GetHistogram().GetSampleCount()
+			}
+		}
+		return out
+	}
+	ping := func(dsn string) {
+		t.Helper()
+		if err := r.pools[dsn].DB.PingContext(context.Background()); err == nil {
+			t.Fatalf("a ping of closed port %s succeeded", dsn)
+		}
+	}
+	ping(dsnC)
+	if c := counts(); c["b replica"] != 1 || c["b master"] != 0 || c["a master"] != 0 {
+		t.Fatalf("a ping of b's replica: %v", c)
+	}
+	promoted := load(dsnC, "root@tcp(127.0.0.1:4)/")
+	if err := r.Reload(promoted); err != nil {
+		t.Fatal(err)
+	}
+	ping(dsnC)
+	ping(dsnB)
+	if c := counts(); c["b replica"] != 1 || c["b master"] != 1 {
+		t.Fatalf("after b's replica was promoted, a ping of it and one of the former master: %v", c)
 	}
 }

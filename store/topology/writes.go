@@ -261,6 +261,7 @@ func (r *Router) installIf(old, t *Topology) bool {
 	}
 	old = r.cur.Swap(t)
 	r.countMasterChanges(old, t)
+	r.nameMeters(t)
 	if old != nil {
 		r.retired = append(r.retired, old)
 	}
