@@ -85,8 +85,11 @@ func (mv *mover) eachShard(ctx context.Context, m *shardmap.Map, what string, ba
 			}
 			w := shardWork{n: sh, name: m.DBName(sh), src: source, dst: target, tally: &tally{m: mt}}
 			if what != "final pass" {
-				th := mv.throttleHosts(m, st.source(sh), st.To)
-				w.wait = func(ctx context.Context) error { return mv.throttle.Wait(ctx, th) }
+				th, t := mv.throttleHosts(m, st.source(sh), st.To), mv.throttle
+				if what == "catch-up" || what == "keeping the old copies" {
+					t = mv.catchUpThrottle
+				}
+				w.wait = func(ctx context.Context) error { return t.Wait(ctx, th) }
 				if err := w.pause(ctx); err != nil {
 					return err
 				}

@@ -123,6 +123,9 @@ type mover struct {
 	verified atomic.Int64
 
 	throttle *throttle.Throttler // holds the work done while writes flow back while the hosts are busy
+	// catchUpThrottle is throttle without the redo log signal, for the
+	// catch-up passes.
+	catchUpThrottle *throttle.Throttler
 }
 
 // Move moves shards opt.First … opt.Last to host opt.To, or resumes the
@@ -162,6 +165,15 @@ func Move(ctx context.Context, opt Options) (Report, error) {
 	mv.defaults()
 	mv.hosts = newHosts(mv.opt.PoolSize)
 	mv.throttle = throttle.New(mv.opt.Throttle, mv.logf)
+	// The catch-up keeps pace with the clients' writes: holding it back
+	// while the redo log is full would only make it fall behind (a move
+	// measured at the hosts' highest write rate never converged), and
+	// the changes it applies are the clients' own, bounded by their rate.
+	// The copy, the unbounded bulk of a move's writes, waits for the redo
+	// log.
+	lim := mv.throttle.Limits()
+	lim.RedoLogPercent = -1
+	mv.catchUpThrottle = throttle.New(lim, mv.logf)
 	rep, err := mv.rep, mv.load(ctx)
 	if err == nil {
 		rep, err = mv.run(ctx)

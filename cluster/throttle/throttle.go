@@ -26,7 +26,7 @@ import (
 // Defaults of Limits.
 const (
 	DefaultThreadsRunning = 16
-	DefaultRedoLogPercent = 75
+	DefaultRedoLogPercent = 90
 	DefaultReplicaLag     = 5 * time.Second
 	DefaultMaxWait        = 30 * time.Second
 	DefaultPoll           = 250 * time.Millisecond
