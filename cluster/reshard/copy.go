@@ -11,7 +11,6 @@ import (
 
 	"github.com/jmoiron/sqlx"
 
-	"github.com/pinstore/pinstore/cluster/throttle"
 	"github.com/pinstore/pinstore/migrations"
 	"github.com/pinstore/pinstore/store/shardmap"
 )
@@ -34,28 +33,6 @@ func (w shardWork) pause(ctx context.Context) error {
 		return nil
 	}
 	return w.wait(ctx)
-}
-
-// throttleHosts are the hosts the throttle reads for shard work between
-// hosts a and b (names in m): each master's Threads_running, and the lag
-// of every replica the map names for it.
-func (mv *mover) throttleHosts(m *shardmap.Map, names ...string) []throttle.Host {
-	var out []throttle.Host
-	for _, name := range names {
-		spec, ok := m.Hosts[name]
-		if !ok || spec.Master == "" {
-			continue
-		}
-		if db, err := mv.hosts.pool(spec.Master); err == nil {
-			out = append(out, throttle.Host{Name: name, DB: db})
-		}
-		for i, dsn := range spec.ReplicaDSNs() {
-			if db, err := mv.hosts.pool(dsn); err == nil {
-				out = append(out, throttle.Host{Name: fmt.Sprintf("%s replica %d", name, i+1), DB: db, Replica: true})
-			}
-		}
-	}
-	return out
 }
 
 // eachShard runs fn on every shard of the move, par at a time, printing
@@ -85,10 +62,7 @@ func (mv *mover) eachShard(ctx context.Context, m *shardmap.Map, what string, ba
 			}
 			w := shardWork{n: sh, name: m.DBName(sh), src: source, dst: target, tally: &tally{m: mt}}
 			if what != "final pass" {
-				th, t := mv.throttleHosts(m, st.source(sh), st.To), mv.throttle
-				if what == "catch-up" || what == "keeping the old copies" {
-					t = mv.catchUpThrottle
-				}
+				th, t := mv.throttleHosts(m, st.source(sh), st.To), mv.throttleFor(what)
 				w.wait = func(ctx context.Context) error { return t.Wait(ctx, th) }
 				if err := w.pause(ctx); err != nil {
 					return err
