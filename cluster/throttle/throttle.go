@@ -63,7 +63,8 @@ func (l Limits) withDefaults() Limits {
 }
 
 // Host is one host the work touches: a master (its Threads_running and
-// redo log are read) or a replica (its lag is read). Name is how progress lines name it.
+// redo log are read) or a replica (its lag is read). Name is how
+// progress lines name it.
 type Host struct {
 	Name    string
 	DB      *sqlx.DB
