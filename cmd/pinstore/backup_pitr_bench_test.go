@@ -8,12 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/pinstore/pinstore/cluster/backup"
+	"github.com/pinstore/pinstore/internal/testenv"
 )
 
 // TestBackupPITRBench measures a restore to a point PINSTORE_BENCH_PITR of
@@ -121,20 +121,11 @@ func seedPins(t *testing.T, dsn, prefix string, shards, perShard int) {
 	defer db.Close()
 	sem := make(chan struct{}, 8)
 	var wg sync.WaitGroup
-	note := strings.Repeat("x", 150)
 	for s := range shards {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			var b strings.Builder
-			fmt.Fprintf(&b, "INSERT INTO %s%05d.pins (doc, created_at, updated_at) VALUES ", prefix, s)
-			for i := range perShard {
-				if i > 0 {
-					b.WriteString(",")
-				}
-				fmt.Fprintf(&b, `('{"description": "pin %d of shard %d", "note": "%s"}', NOW(6), NOW(6))`, i, s, note)
-			}
-			if _, err := db.Exec(b.String()); err != nil {
+			if _, err := db.Exec(testenv.SeedPinsSQL(fmt.Sprintf("%s%05d", prefix, s), perShard)); err != nil {
 				t.Errorf("seed shard %d: %v", s, err)
 			}
 		})
