@@ -53,7 +53,7 @@ type Options struct {
 // snapshot of the source, copies the source's binary logs from the backup's
 // position to the snapshot's, and writes the manifest. A map that changed
 // the host's ranges or servers meanwhile fails the backup.
-func Backup(ctx context.Context, opt Options) (*Manifest, error) {
+func Backup(ctx context.Context, opt Options) (_ *Manifest, err error) {
 	p := orDiscard(opt.Progress)
 	tools, err := opt.Tools.resolve()
 	if err != nil {
@@ -77,6 +77,20 @@ func Backup(ctx context.Context, opt Options) (*Manifest, error) {
 	if len(ranges) == 0 {
 		return nil, fmt.Errorf("host %q holds no range in the map %s: nothing to back up", opt.Host, opt.Map)
 	}
+	// A backup that fails because the host changed under it (its source
+	// promoted, fenced or killed by a failover) says so.
+	defer func() {
+		if err == nil || errors.Is(err, errMapChanged) {
+			return
+		}
+		m2, rev2, rerr := opt.Map.ReadMap(context.WithoutCancel(ctx), opt.Shards, opt.DBPrefix)
+		if rerr != nil {
+			return
+		}
+		if why := sameHost(m, m2, opt.Host); why != nil {
+			err = fmt.Errorf("%w (revision %s → %s: %v), which is why it failed: %v; nothing was recorded as a backup in %s: delete it and back up again", errMapChanged, rev, rev2, why, err, opt.To)
+		}
+	}()
 	var src endpoint
 	var role, why string
 	err = tracing.Phase(ctx, "backup choose source", func(ctx context.Context) error {
@@ -151,8 +165,8 @@ func Backup(ctx context.Context, opt Options) (*Manifest, error) {
 		if err != nil {
 			return fmt.Errorf("read the map again: %w", err)
 		}
-		if err := sameHost(m, m2, opt.Host, src); err != nil {
-			return fmt.Errorf("the map changed while the backup ran (revision %s → %s: %v): this copy may not hold what the map says the host held; nothing was recorded as a backup in %s: delete it and back up again", rev, rev2, err, opt.To)
+		if err := sameHost(m, m2, opt.Host); err != nil {
+			return fmt.Errorf("%w (revision %s → %s: %v): this copy may not hold what the map says the host held; nothing was recorded as a backup in %s: delete it and back up again", errMapChanged, rev, rev2, err, opt.To)
 		}
 		man.Ended = time.Now().UTC()
 		man.DataBytes = dirSize(filepath.Join(opt.To, DataDir))
@@ -490,9 +504,13 @@ func binaryLogs(ctx context.Context, db interface {
 	return out, rows.Err()
 }
 
+// errMapChanged is a backup refused because the host's ranges or master
+// changed while it ran.
+var errMapChanged = errors.New("the map changed while the backup ran")
+
 // sameHost says how the host's ranges or servers differ between a and b
 // (nil: they do not).
-func sameHost(a, b *shardmap.Map, host string, src endpoint) error {
+func sameHost(a, b *shardmap.Map, host string) error {
 	ra, rb := hostRanges(a, host), hostRanges(b, host)
 	if spanList(ra) != spanList(rb) {
 		return fmt.Errorf("host %s held %s, now %s", host, orNone(spanList(ra)), orNone(spanList(rb)))

@@ -60,7 +60,6 @@ func TestBackupBench(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	sem := make(chan struct{}, 8)
-	doc := strings.Repeat("x", 150)
 	for s := range n {
 		wg.Go(func() {
 			sem <- struct{}{}
@@ -69,15 +68,7 @@ func TestBackupBench(t *testing.T) {
 				errs <- err
 				return
 			}
-			var b strings.Builder
-			fmt.Fprintf(&b, "INSERT INTO %s.pins (doc, created_at, updated_at) VALUES ", m.DBName(s))
-			for i := range perShard {
-				if i > 0 {
-					b.WriteString(",")
-				}
-				fmt.Fprintf(&b, `('{"description": "pin %d of shard %d", "link": "https://example.com/%d", "note": "%s"}', NOW(6), NOW(6))`, i, s, i, doc)
-			}
-			if _, err := db.ExecContext(ctx, b.String()); err != nil {
+			if _, err := db.ExecContext(ctx, testenv.SeedPinsSQL(m.DBName(s), perShard)); err != nil {
 				errs <- err
 			}
 		})

@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/pinstore/pinstore/store/shardmap"
 )
 
 // binlogSet is the binary log files of one server in a directory, in
@@ -185,10 +187,7 @@ func CopyBinlogs(ctx context.Context, opt BinlogOptions) error {
 	if err != nil {
 		return err
 	}
-	retry := opt.Retry
-	if retry <= 0 {
-		retry = 2 * time.Second
-	}
+	retry := retryOf(opt)
 	for {
 		err := copyOnce(ctx, opt, tools, p)
 		if opt.Once || ctx.Err() != nil {
@@ -262,7 +261,21 @@ func copyOnce(ctx context.Context, opt BinlogOptions, tools Tools, p io.Writer) 
 	}
 	args = append(args, start)
 	fmt.Fprintf(p, "binlogs: host %s: copying %s's binary logs from %s into %s\n", opt.Host, src, start, dir)
-	err = run(ctx, p, nil, tools.Binlog, args...)
+	if err := noteMaster(opt.To, src, start, dir); err != nil {
+		return err
+	}
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	if !opt.Once {
+		// A failover fences the old master without stopping it, so the
+		// copy would go on reading it: the map is watched, and a new master
+		// ends this copy for the next to follow it.
+		go watchMaster(runCtx, stop, opt, shardmap.HostAddr(spec.Master), retryOf(opt))
+	}
+	err = run(runCtx, p, nil, tools.Binlog, args...)
+	if cause := context.Cause(runCtx); errors.Is(cause, errMasterChanged) && ctx.Err() == nil {
+		return cause
+	}
 	if err != nil && ctx.Err() == nil {
 		return err
 	}
@@ -271,6 +284,54 @@ func copyOnce(ctx context.Context, opt BinlogOptions, tools Tools, p io.Writer) 
 	}
 	if err == nil && !opt.Once {
 		return errors.New("mariadb-binlog stopped")
+	}
+	return err
+}
+
+func retryOf(opt BinlogOptions) time.Duration {
+	if opt.Retry <= 0 {
+		return 2 * time.Second
+	}
+	return opt.Retry
+}
+
+var errMasterChanged = errors.New("the master changed")
+
+// watchMaster reads the map every period until ctx is done, and stops it
+// when the host's master is no longer addr.
+func watchMaster(ctx context.Context, stop context.CancelCauseFunc, opt BinlogOptions, addr string, period time.Duration) {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		m, _, err := opt.Map.ReadMap(ctx, opt.Shards, opt.DBPrefix)
+		if err != nil {
+			continue
+		}
+		if spec, ok := m.Hosts[opt.Host]; ok && shardmap.HostAddr(spec.Master) != addr {
+			stop(fmt.Errorf("%w (a failover): %s → %s; following the new master", errMasterChanged, addr, shardmap.HostAddr(spec.Master)))
+			return
+		}
+	}
+}
+
+// MastersFile, in a directory of copied binary logs, lists each time the
+// copy began reading a master: when, which, from which file, into which
+// directory; a failover shows as a new master.
+const MastersFile = "masters.log"
+
+func noteMaster(to string, src endpoint, start, dir string) error {
+	f, err := os.OpenFile(filepath.Join(to, MastersFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o640)
+	if err != nil {
+		return fmt.Errorf("binlogs: %w", err)
+	}
+	_, err = fmt.Fprintf(f, "%s\t%s\t%s\t%s\n", time.Now().UTC().Format(time.RFC3339), src, start, filepath.Base(dir))
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }

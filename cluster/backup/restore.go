@@ -342,6 +342,7 @@ func (pl *plan) target(ctx context.Context, opt RestoreOptions) error {
 		return fmt.Errorf("%s holds no binary log files", opt.Binlogs)
 	}
 	var why []string
+	var bestTime time.Time
 	for i := range sets {
 		cv, err := sets[i].scan(ctx, pl.tools.Binlog, base, opt.ToTime)
 		if err != nil {
@@ -365,12 +366,17 @@ func (pl *plan) target(ctx context.Context, opt RestoreOptions) error {
 			why = append(why, fmt.Sprintf("%s: --to-time %s is after its last transaction: copy newer binary logs, or restore to its last GTID with --to-gtid %s", desc, opt.ToTime.UTC().Format(time.RFC3339), cv.last))
 			continue
 		}
-		pl.set = &sets[i]
 		if want != nil {
-			pl.stopG, pl.reach = want, want
-		} else {
-			pl.stopT, pl.reach = opt.ToTime, cv.atTime
+			pl.set, pl.stopG, pl.reach = &sets[i], want, want
+			return nil
 		}
+		// Across a failover the old master's logs end where the new
+		// one's go on (holding the old one's too): the newest reaches T.
+		if pl.set == nil || cv.lastTime.After(bestTime) {
+			pl.set, pl.stopT, pl.reach, bestTime = &sets[i], opt.ToTime, cv.atTime, cv.lastTime
+		}
+	}
+	if pl.set != nil {
 		return nil
 	}
 	return fmt.Errorf("no binary logs in %s cover the restore asked: %s", opt.Binlogs, strings.Join(why, "; "))

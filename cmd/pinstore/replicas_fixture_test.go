@@ -49,6 +49,12 @@ func startReplFleet(t *testing.T, extra map[string]string, replicasPerHost ...in
 // on or off (servers configured, and replica add --semi-sync).
 func startReplFleetSync(t *testing.T, semiSync bool, extra map[string]string, replicasPerHost ...int) *replFleet {
 	t.Helper()
+	return startReplFleetShards(t, e2eShards, semiSync, extra, replicasPerHost...)
+}
+
+// startReplFleetShards is startReplFleetSync with a map of shards shards.
+func startReplFleetShards(t *testing.T, shards int, semiSync bool, extra map[string]string, replicasPerHost ...int) *replFleet {
+	t.Helper()
 	masterArgs, replicaArgs := testenv.SemiSyncMasterArgs, testenv.SemiSyncReplicaArgs
 	if !semiSync {
 		masterArgs, replicaArgs = nil, nil
@@ -77,12 +83,12 @@ func startReplFleetSync(t *testing.T, semiSync bool, extra map[string]string, re
 		f.hosts = append(f.hosts, h)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "shards: %d\ndb_prefix: %s\nhosts:\n", e2eShards, f.prefix)
+	fmt.Fprintf(&b, "shards: %d\ndb_prefix: %s\nhosts:\n", shards, f.prefix)
 	for _, h := range f.hosts {
 		fmt.Fprintf(&b, "  %s: {master: %q}\n", h.name, h.master.AppDSN())
 	}
 	b.WriteString("ranges:\n")
-	per := e2eShards / len(f.hosts)
+	per := shards / len(f.hosts)
 	for i, h := range f.hosts {
 		fmt.Fprintf(&b, "  - {shards: %d-%d, host: %s}\n", i*per, (i+1)*per-1, h.name)
 	}
