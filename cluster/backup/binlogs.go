@@ -188,8 +188,10 @@ func CopyBinlogs(ctx context.Context, opt BinlogOptions) error {
 		return err
 	}
 	retry := retryOf(opt)
+	var master string // the master the last copy read
 	for {
-		err := copyOnce(ctx, opt, tools, p)
+		var err error
+		master, err = copyOnce(ctx, opt, tools, p, master)
 		if opt.Once || ctx.Err() != nil {
 			if ctx.Err() != nil && !opt.Once {
 				return nil
@@ -205,34 +207,43 @@ func CopyBinlogs(ctx context.Context, opt BinlogOptions) error {
 	}
 }
 
-func copyOnce(ctx context.Context, opt BinlogOptions, tools Tools, p io.Writer) error {
+// copyOnce copies from the host's master until the copy ends; prev is
+// the master the last copy read ("" for none), and master the one this
+// copy read: a different one is a failover's new master, said so
+// whether the watch saw the map change or the old master died first.
+func copyOnce(ctx context.Context, opt BinlogOptions, tools Tools, p io.Writer, prev string) (master string, err error) {
+	master = prev
 	m, _, err := opt.Map.ReadMap(ctx, opt.Shards, opt.DBPrefix)
 	if err != nil {
-		return fmt.Errorf("read the map: %w", err)
+		return master, fmt.Errorf("read the map: %w", err)
 	}
 	spec, ok := m.Hosts[opt.Host]
 	if !ok {
-		return fmt.Errorf("host %q is not in the map %s (hosts: %s)", opt.Host, opt.Map, hostNames(m))
+		return master, fmt.Errorf("host %q is not in the map %s (hosts: %s)", opt.Host, opt.Map, hostNames(m))
+	}
+	master = shardmap.HostAddr(spec.Master)
+	if prev != "" && prev != master {
+		fmt.Fprintf(p, "binlogs: host %s: the master changed (a failover): %s → %s; following the new master\n", opt.Host, prev, master)
 	}
 	src, err := newEndpoint(spec.Master, opt.Admin)
 	if err != nil {
-		return fmt.Errorf("host %s master: %w", opt.Host, err)
+		return master, fmt.Errorf("host %s master: %w", opt.Host, err)
 	}
 	dir := filepath.Join(opt.To, strings.NewReplacer(":", "_", "/", "_").Replace(src.String()))
 	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return fmt.Errorf("binlogs: %w", err)
+		return master, fmt.Errorf("binlogs: %w", err)
 	}
 	db, err := src.open(ctx)
 	if err != nil {
-		return err
+		return master, err
 	}
 	logs, err := binaryLogs(ctx, db)
 	db.Close()
 	if err != nil {
-		return err
+		return master, err
 	}
 	if len(logs) == 0 {
-		return fmt.Errorf("%s keeps no binary log", src)
+		return master, fmt.Errorf("%s keeps no binary log", src)
 	}
 	start := logs[0]
 	sets, _ := binlogSets(dir)
@@ -250,7 +261,7 @@ func copyOnce(ctx context.Context, opt BinlogOptions, tools Tools, p io.Writer) 
 	}
 	opts, err := src.optionFile(opt.To)
 	if err != nil {
-		return err
+		return master, err
 	}
 	defer os.Remove(opts)
 	args := []string{"--defaults-file=" + opts, "--read-from-remote-server", "--raw", "--result-file=" + dir + "/"}
@@ -262,7 +273,7 @@ func copyOnce(ctx context.Context, opt BinlogOptions, tools Tools, p io.Writer) 
 	args = append(args, start)
 	fmt.Fprintf(p, "binlogs: host %s: copying %s's binary logs from %s into %s\n", opt.Host, src, start, dir)
 	if err := noteMaster(opt.To, src, start, dir); err != nil {
-		return err
+		return master, err
 	}
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -270,22 +281,22 @@ func copyOnce(ctx context.Context, opt BinlogOptions, tools Tools, p io.Writer) 
 		// A failover fences the old master without stopping it, so the
 		// copy would go on reading it: the map is watched, and a new master
 		// ends this copy for the next to follow it.
-		go watchMaster(runCtx, stop, opt, shardmap.HostAddr(spec.Master), retryOf(opt))
+		go watchMaster(runCtx, stop, opt, master, retryOf(opt))
 	}
 	err = run(runCtx, p, nil, tools.Binlog, args...)
 	if cause := context.Cause(runCtx); errors.Is(cause, errMasterChanged) && ctx.Err() == nil {
-		return cause
+		return master, cause
 	}
 	if err != nil && ctx.Err() == nil {
-		return err
+		return master, err
 	}
 	if opt.Once {
 		fmt.Fprintf(p, "binlogs: host %s: copied %s … %s (%d KB in %s)\n", opt.Host, start, logs[len(logs)-1], dirSize(dir)>>10, dir)
 	}
 	if err == nil && !opt.Once {
-		return errors.New("mariadb-binlog stopped")
+		return master, errors.New("mariadb-binlog stopped")
 	}
-	return err
+	return master, err
 }
 
 func retryOf(opt BinlogOptions) time.Duration {
@@ -313,7 +324,7 @@ func watchMaster(ctx context.Context, stop context.CancelCauseFunc, opt BinlogOp
 			continue
 		}
 		if spec, ok := m.Hosts[opt.Host]; ok && shardmap.HostAddr(spec.Master) != addr {
-			stop(fmt.Errorf("%w (a failover): %s → %s; following the new master", errMasterChanged, addr, shardmap.HostAddr(spec.Master)))
+			stop(fmt.Errorf("%w in the map: %s → %s", errMasterChanged, addr, shardmap.HostAddr(spec.Master)))
 			return
 		}
 	}

@@ -25,8 +25,19 @@ import (
 // creates going on on the new master, a time T: the binary log copy has
 // followed the new master and recorded it, and the first backup restored
 // to T, across the failover, holds every create acknowledged before T,
-// including those on the new master, and none sent after.
+// including those on the new master, and none sent after. The same with
+// the master SIGKILLed and an unplanned failover instead.
 func TestBackupDuringFailoverE2E(t *testing.T) {
+	for _, killed := range []bool{false, true} {
+		name := "planned"
+		if killed {
+			name = "master killed"
+		}
+		t.Run(name, func(t *testing.T) { backupDuringFailover(t, killed) })
+	}
+}
+
+func backupDuringFailover(t *testing.T, killed bool) {
 	f := startReplFleet(t, nil, 1)
 	m, r := f.hosts[0].master, f.hosts[0].replicas[0]
 	s := startServerEnv(t, f.env)
@@ -68,6 +79,9 @@ func TestBackupDuringFailoverE2E(t *testing.T) {
 	waitFor(t, 30*time.Second, "the backup to copy the replica", func() bool {
 		return strings.Contains(strings.Join(bkOut.all(), ""), "copying replica "+r.Addr())
 	})
+	if killed {
+		m.Kill(t)
+	}
 	if out, err := runCmd(t, f.env, "failover", "--host", "a", "--to", r.Addr()); err != nil || !strings.Contains(out, m.Addr()+" → "+r.Addr()) {
 		t.Fatalf("failover: %v\n%s", err, out)
 	}
