@@ -386,7 +386,17 @@ func TestBackupRestoreAfterMoveE2E(t *testing.T) {
 	if out, err := runCmd(t, f.env, "move-shards", "--range", half, "--to", "b", "--settle", "1s", "--finish"); err != nil {
 		t.Fatalf("move-shards %s: %v\n%s", half, err, out)
 	}
-	for range 40 {
+	// More writes, until a pin on a's remaining shards is live (the one
+	// that chose them may have been deleted since).
+	liveKept := func() bool {
+		for id := range l.snapshot().pins {
+			if kept(shardOf(t, id)) {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; i < 40 || !liveKept() && i < 400; i++ {
 		l.step()
 	}
 	time.Sleep(2 * time.Second) // the servers' outboxes finish the pairs' second halves
